@@ -1,0 +1,137 @@
+"""Event types. Every event is a frozen, slotted, keyword-only dataclass.
+
+Common fields: ``at`` (seconds, from the injected clock's ``monotonic``), ``stage`` (the
+pipeline stage that emitted it) and the ids that exist at that point. Free-form payloads go
+through :func:`sanitize` so no secret, raw audio or unbounded text reaches a subscriber.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SECRET_KEY = re.compile(r"(token|secret|password|api[_-]?key|authorization|credential|private)", re.I)
+MAX_TEXT = 500
+
+
+def sanitize(value: Any, *, depth: int = 0) -> Any:
+    """Redact secret-named keys, drop bytes, truncate long strings and deep nesting."""
+    if depth > 4:
+        return "…"
+    if isinstance(value, dict):
+        return {
+            str(k): ("[redacted]" if _SECRET_KEY.search(str(k)) else sanitize(v, depth=depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [sanitize(v, depth=depth + 1) for v in value[:50]]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        return value[:MAX_TEXT] + "…"
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all events."""
+
+    at: float
+    stage: str = ""
+    session_id: str | None = None
+
+
+# --- discord/ ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoiceConnected(Event):
+    guild_id: str
+    channel_id: str
+    channel_name: str
+    dave_enabled: bool
+    privacy_code: str | None
+    transport_mode: str
+    stage: str = "discord"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoiceDisconnected(Event):
+    guild_id: str
+    channel_id: str | None
+    reason: str
+    stage: str = "discord"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaveStateChanged(Event):
+    enabled: bool
+    privacy_code: str | None
+    epoch: int | None
+    stage: str = "discord"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeakerMapped(Event):
+    """An SSRC was attributed to a user (voice gateway op 5); ``buffered`` early packets were flushed."""
+
+    speaker_id: str
+    ssrc: int
+    buffered: int
+    stage: str = "receive"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeakerLeft(Event):
+    speaker_id: str
+    ssrc: int | None
+    stage: str = "receive"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiveStatsUpdated(Event):
+    """Periodic snapshot of per-speaker receive counters (see ``discord.stats``)."""
+
+    speakers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unattributed: dict[str, int] = field(default_factory=dict)
+    stage: str = "receive"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlaybackStarted(Event):
+    utterance_id: str
+    stage: str = "playback"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlaybackFinished(Event):
+    """An utterance stopped playing: ``played_ms`` of audio reached Discord."""
+
+    utterance_id: str
+    played_ms: float
+    interrupted: bool
+    stage: str = "playback"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandInvoked(Event):
+    command: str
+    user_id: str
+    ok: bool
+    detail: str = ""
+    stage: str = "discord"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorRaised(Event):
+    """A structured error that a component handled (for reporters)."""
+
+    code: str
+    message: str
+    retryable: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", sanitize(self.details))
+        object.__setattr__(self, "message", sanitize(self.message))

@@ -1,0 +1,82 @@
+"""One error tree for the whole project.
+
+Every error has a stable ``code`` (safe to match on in tests, logs and reports) and a
+``retryable`` flag. Messages never contain secrets.
+
+::
+
+    OpenabError
+    ├── ConfigError                 CONFIG_INVALID, CONFIG_SECRET_UNREADABLE
+    ├── ProviderUnavailable         PROVIDER_UNAVAILABLE (missing extra, model, library)
+    ├── AudioError                  AUDIO_* (format mismatch, processing failure)
+    ├── VoiceError                  VOICE_* (not connected, playback disabled)
+    │   └── PacketError             RTP_* / TRANSPORT_* / DAVE_* (a dropped packet's reason)
+    └── EmulatorError               EMULATOR_* (bad scenario, bad request to the emulator)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class OpenabError(Exception):
+    """Root of every error raised on purpose by openab_voice."""
+
+    code: ClassVar[str] = "OPENAB_ERROR"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """A structured, JSON-friendly form (for CLI output and events)."""
+        return {"code": self.code, "message": self.message, "retryable": self.retryable, **self.details}
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+class ConfigError(OpenabError):
+    """A setting is missing or invalid; ``setting`` names it."""
+
+    code = "CONFIG_INVALID"
+
+    def __init__(self, message: str, *, setting: str, code: str | None = None) -> None:
+        super().__init__(message, code=code, setting=setting)
+        self.setting = setting
+
+
+class ProviderUnavailable(OpenabError):
+    """A configured provider cannot start (missing package, model or native library)."""
+
+    code = "PROVIDER_UNAVAILABLE"
+
+
+class AudioError(OpenabError):
+    """Audio processing failed or was given frames it cannot use."""
+
+    code = "AUDIO_ERROR"
+
+
+class VoiceError(OpenabError):
+    """The voice connection cannot do what was asked."""
+
+    code = "VOICE_ERROR"
+    retryable = True
+
+
+class PacketError(VoiceError):
+    """A received packet was rejected; ``code`` is the drop reason counted in stats."""
+
+    code = "PACKET_INVALID"
+    retryable = False
+
+
+class EmulatorError(OpenabError):
+    """The loopback Discord emulator was given something it cannot serve."""
+
+    code = "EMULATOR_ERROR"
