@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -108,7 +109,5 @@ class EventBus:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # loop closed between the check and the call
             loop.call_soon_threadsafe(self.publish, event)
-        except RuntimeError:  # loop closed between the check and the call
-            pass

@@ -1,0 +1,5 @@
+import sys
+
+from openab_voice.cli import main
+
+sys.exit(main())

@@ -1,0 +1,81 @@
+"""Composition root: builds the bot from settings. The only place that wires components together."""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+import aiohttp
+
+from openab_voice.bus import EventBus
+from openab_voice.bus.terminal import TerminalReporter
+from openab_voice.clock import Clock, SystemClock
+from openab_voice.config import Settings
+from openab_voice.discord.bot import VoiceBot
+from openab_voice.discord.receiver import ReceiverSettings
+from openab_voice.discord.session import SessionOptions
+from openab_voice.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class EmulatorLink(Protocol):
+    """What the client factory needs from the loopback emulator (``testing.emulator.DiscordEmulator``)."""
+
+    token: str
+
+    def client_connector(self) -> aiohttp.TCPConnector: ...
+
+
+def session_options(settings: Settings) -> SessionOptions:
+    return SessionOptions(
+        receiver=ReceiverSettings(
+            jitter_depth=settings.jitter_depth,
+            max_conceal=settings.max_conceal_frames,
+            pending_per_ssrc=settings.pending_packets_per_ssrc,
+            pending_ttl_s=settings.pending_ttl_s,
+            inbox_packets=settings.receive_queue_packets,
+        ),
+        playback_enabled=settings.playback_enabled,
+        playback_buffer_ms=settings.playback_buffer_ms,
+    )
+
+
+def create_bot(
+    settings: Settings, *, bus: EventBus, clock: Clock, emulator: EmulatorLink | None = None
+) -> VoiceBot:
+    """Build the client. Call inside the running event loop (the connector binds to it).
+
+    Args:
+        emulator: connect to this loopback emulator instead of Discord. This explicit argument is the
+            only way to redirect the client: no process-global is changed.
+    """
+    connector = emulator.client_connector() if emulator is not None else None
+    return VoiceBot(
+        bus=bus,
+        clock=clock,
+        options=session_options(settings),
+        command_guild_id=settings.guild_id,
+        connector=connector,
+        guild_ready_timeout=0.1 if emulator is not None else 2.0,
+    )
+
+
+def bot_token(settings: Settings) -> str:
+    if settings.discord_token is None:
+        raise ConfigError("DISCORD_TOKEN or DISCORD_TOKEN_FILE is required for `run`", setting="DISCORD_TOKEN")
+    return settings.discord_token.get_secret_value()
+
+
+async def run_bot(settings: Settings) -> None:
+    """``openab-voice run``: the bot on real Discord until interrupted."""
+    token = bot_token(settings)
+    clock = SystemClock()
+    bus = EventBus()
+    bot = create_bot(settings, bus=bus, clock=clock)
+    reporter = TerminalReporter(bus)
+    async with bot:
+        try:
+            await bot.start(token)
+        finally:
+            reporter.close()

@@ -1,0 +1,78 @@
+"""Terminal reporter: one line per notable bus event, derived from events only."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import (
+    CommandInvoked,
+    DaveStateChanged,
+    ErrorRaised,
+    Event,
+    PlaybackFinished,
+    ReceiveStatsUpdated,
+    SpeakerLeft,
+    SpeakerMapped,
+    VoiceConnected,
+    VoiceDisconnected,
+)
+
+
+def describe(event: Event) -> str | None:
+    """One human line for an event, or None for events not worth a line."""
+    match event:
+        case VoiceConnected():
+            dave = f"DAVE on ({event.privacy_code})" if event.dave_enabled else "DAVE off"
+            return f"joined {event.channel_name} · {dave} · {event.transport_mode}"
+        case VoiceDisconnected():
+            return f"left voice ({event.reason})"
+        case DaveStateChanged():
+            return f"DAVE {'on' if event.enabled else 'off'} · privacy code {event.privacy_code} · epoch {event.epoch}"
+        case SpeakerMapped():
+            extra = f", {event.buffered} early packets attributed" if event.buffered else ""
+            return f"speaker {event.speaker_id} is SSRC {event.ssrc}{extra}"
+        case SpeakerLeft():
+            return f"speaker {event.speaker_id} left"
+        case PlaybackFinished():
+            how = "interrupted" if event.interrupted else "done"
+            return f"playback {event.utterance_id} {how} after {event.played_ms:.0f} ms"
+        case CommandInvoked():
+            return f"/{event.command} by {event.user_id}: {'ok' if event.ok else 'failed'} {event.detail}".rstrip()
+        case ErrorRaised():
+            return f"error {event.code}: {event.message}"
+        case ReceiveStatsUpdated():
+            parts = [
+                f"{uid}: {s.get('packets', 0)} pkts {s.get('decoded_ms', 0.0) / 1000:.1f}s"
+                f" conceal {s.get('concealed', 0)} drop {sum(s.get('dropped', {}).values())}"
+                for uid, s in sorted(event.speakers.items())
+            ]
+            return "receive · " + " | ".join(parts) if parts else None
+        case _:
+            return None
+
+
+class TerminalReporter:
+    """Prints :func:`describe` lines for every event; ``close()`` unsubscribes."""
+
+    def __init__(self, bus: EventBus, out: TextIO | None = None, *, clock_origin: float | None = None) -> None:
+        self._out = out or sys.stderr
+        self._origin = clock_origin
+        self._sub = bus.subscribe(Event, self._on_event)
+        self._last_stats: str | None = None
+
+    def _on_event(self, event: Event) -> None:
+        line = describe(event)
+        if line is None:
+            return
+        if isinstance(event, ReceiveStatsUpdated):
+            if line == self._last_stats:  # unchanged counters: don't scroll the terminal
+                return
+            self._last_stats = line
+        if self._origin is None:
+            self._origin = event.at
+        print(f"[{event.at - self._origin:7.2f}s] {line}", file=self._out, flush=True)
+
+    def close(self) -> None:
+        self._sub.close()

@@ -1,0 +1,157 @@
+"""The ``openab-voice`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from openab_voice.errors import ConfigError, OpenabError
+
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    from openab_voice.config import load_settings, public_view
+
+    view = public_view(load_settings())
+    if args.json:
+        _print_json({"ok": True, "settings": view})
+    else:
+        width = max(len(k) for k in view)
+        for key, value in view.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from openab_voice.app import run_bot
+    from openab_voice.config import load_settings
+
+    settings = load_settings()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_bot(settings))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from openab_voice.config import load_settings
+    from openab_voice.demo.runner import run_demo
+    from openab_voice.demo.scenario import load_scenario
+
+    settings = load_settings()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    scenario = load_scenario(args.scenario)
+    report = asyncio.run(run_demo(scenario, settings=settings, record_dir=args.record))
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report["speakers"], indent=2))
+    return 0
+
+
+def _cmd_self_test(args: argparse.Namespace) -> int:
+    result: dict[str, Any]
+    if args.target == "audio":
+        from openab_voice.audio.selftest import run_audio_self_test
+
+        result = run_audio_self_test()
+    else:  # argparse restricts the choices
+        raise AssertionError(args.target)
+    if args.json:
+        _print_json(result)
+    else:
+        for check in result.get("checks", []):
+            mark = "PASS" if check.get("passed") else "FAIL"
+            print(f"{mark}  {check.get('name')}: {check.get('detail', '')}")
+        print("passed" if result.get("passed") else "FAILED")
+    return 0 if result.get("passed") is True else EXIT_FAILED
+
+
+def _bench_receive(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.receive import run
+
+    return run(packets=args.packets, speakers=args.speakers, dave=not args.no_dave)
+
+
+def _bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.frontend import run
+
+    return run(seconds=args.seconds, speakers=args.speakers)
+
+
+BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "receive": _bench_receive,
+    "frontend": _bench_frontend,
+}
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    result = BENCHES[args.name](args)
+    if args.json:
+        _print_json(result)
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openab-voice", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run the bot on real Discord (DISCORD_TOKEN or DISCORD_TOKEN_FILE)")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("demo", help="run the bot against the loopback Discord emulator")
+    p.add_argument("--scenario", type=Path, default=None, help="scenario JSON (default: the bundled one)")
+    p.add_argument("--report", type=Path, default=None, help="write a JSON report here")
+    p.add_argument("--record", type=Path, default=None, help="write DIR/<speaker id>.wav of what the bot heard")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("check-config", help="validate settings and print the non-secret ones")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_check_config)
+
+    p = sub.add_parser("self-test", help="run checks on the real local providers")
+    p.add_argument("target", choices=["audio"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_self_test)
+
+    p = sub.add_parser("bench", help="benchmarks printing JSON")
+    p.add_argument("name", choices=sorted(BENCHES))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--packets", type=int, default=20_000, help="receive: packets to process")
+    p.add_argument("--speakers", type=int, default=10, help="speakers to simulate")
+    p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
+    p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except OpenabError as exc:
+        if getattr(args, "json", False):
+            _print_json({"ok": False, "error": exc.to_dict()})
+        else:
+            print(f"openab-voice: {exc}", file=sys.stderr)
+        return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

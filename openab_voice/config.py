@@ -1,0 +1,146 @@
+"""Settings: ``OPENAB_*`` environment variables, secrets from the environment or ``*_FILE`` paths.
+
+Validated once at start-up; any problem raises :class:`~openab_voice.errors.ConfigError` naming the
+offending environment variable. Unknown ``OPENAB_*`` variables are rejected too, so a typo never
+silently falls back to a default. Secret values are ``SecretStr`` and never printed:
+:func:`public_view` is what ``check-config`` shows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from openab_voice.errors import ConfigError
+
+ENV_PREFIX = "OPENAB_"
+
+# Secrets: field name -> environment variable; ``<VAR>_FILE`` names a file holding the value.
+SECRET_ENV: dict[str, str] = {"discord_token": "DISCORD_TOKEN"}
+
+
+class Settings(BaseSettings):
+    """Every setting of openab-voice. Environment names are ``OPENAB_<FIELD>`` unless noted."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    # --- secrets (not OPENAB_-prefixed; read from VAR or VAR_FILE) ---
+    discord_token: SecretStr | None = Field(default=None, description="Bot token (secret).")
+
+    # --- Discord ---
+    guild_id: int | None = Field(
+        default=None, gt=0, description="Sync slash commands to this guild only (instant); global otherwise."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
+
+    # --- receive ---
+    jitter_depth: int = Field(default=3, ge=1, le=25, description="Jitter buffer depth in 20 ms packets.")
+    max_conceal_frames: int = Field(default=5, ge=0, le=50, description="Max FEC/PLC frames for one gap.")
+    pending_packets_per_ssrc: int = Field(
+        default=50, ge=0, le=1000, description="Packets kept for an SSRC not yet mapped to a user."
+    )
+    pending_ttl_s: float = Field(default=10.0, gt=0, description="How long unmapped packets are kept.")
+    receive_queue_packets: int = Field(
+        default=2000, ge=10, description="Bound of the queue leaving discord.py's reader thread."
+    )
+
+    # --- playback ---
+    playback_enabled: bool = Field(
+        default=False, description="Allow the bot to speak after /voice join (receive-only when false)."
+    )
+    playback_buffer_ms: int = Field(default=2000, ge=100, le=60_000, description="Queued playback audio bound.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings() maps an explicit environment onto init values, so tests and the demo
+        # never depend on (or mutate) the process environment.
+        return (init_settings,)
+
+
+def _read_secret(environ: Mapping[str, str], var: str) -> str | None:
+    """The value of ``var``, or the contents of the file named by ``<var>_FILE``."""
+    path = environ.get(f"{var}_FILE")
+    if not path:
+        return environ.get(var) or None
+    if environ.get(var):
+        raise ConfigError(f"set either {var} or {var}_FILE, not both", setting=f"{var}_FILE")
+    try:
+        value = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {var}_FILE: {exc.strerror}", setting=f"{var}_FILE", code="CONFIG_SECRET_UNREADABLE"
+        ) from None
+    if not value:
+        raise ConfigError(f"{var}_FILE is empty", setting=f"{var}_FILE")
+    return value
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field``."""
+    return SECRET_ENV.get(field, ENV_PREFIX + field.upper())
+
+
+def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Read and validate settings from ``env`` (default: ``os.environ``).
+
+    Args:
+        env: environment to read; tests pass their own mapping.
+        overrides: values that take precedence (the demo's embedded defaults).
+
+    Raises:
+        ConfigError: naming the environment variable at fault.
+    """
+    environ = os.environ if env is None else env
+    known = {env_name(f) for f in Settings.model_fields}
+    for key in environ:
+        if key.startswith(ENV_PREFIX) and key not in known:
+            raise ConfigError(f"unknown setting {key}", setting=key)
+    values: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        if field in SECRET_ENV:
+            secret = _read_secret(environ, SECRET_ENV[field])
+            if secret is not None:
+                values[field] = secret
+        elif (raw := environ.get(env_name(field))) is not None:
+            values[field] = raw
+    values.update(overrides)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        name = env_name(field) if field in Settings.model_fields else field
+        raise ConfigError(f"{name}: {err['msg']}", setting=name) from None
+
+
+def public_view(settings: Settings) -> dict[str, Any]:
+    """Non-secret settings keyed by environment variable; secrets only as ``set``/``unset``."""
+    out: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if field in SECRET_ENV:
+            out[env_name(field)] = "set" if value is not None else "unset"
+        else:
+            out[env_name(field)] = value
+    return out
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(environment variable, default, description) rows for the README's configuration table."""
+    rows = []
+    for field, info in Settings.model_fields.items():
+        default = "" if info.default is None else str(info.default)
+        rows.append((env_name(field), default, info.description or ""))
+    return rows

@@ -1,0 +1,112 @@
+"""Demo scenario files (JSON).
+
+Schema (all times in seconds from the moment the bot's voice connection is ready)::
+
+    {
+      "dave": true,            # DAVE end-to-end encryption on this voice connection
+      "loss": 0.02,            # packet loss probability for every speaker (0..0.5)
+      "reorder": 0.0,          # probability that a packet swaps with the next one
+      "jitter_ms": 0.0,        # random extra send delay per packet
+      "seed": 0,               # impairment RNG seed
+      "until": 12.0,           # the demo ends this long after the bot joined
+      "greeting": true,        # the bot plays a short greeting after joining
+      "speakers": [
+        {"id": "1001", "name": "alice",
+         "audio": [{"at": 0.5, "file": "a.wav", "send_before_speaking": 0}],
+         "leave_at": null}
+      ]
+    }
+
+``file`` paths are relative to the scenario file's folder; any WAV rate / channel count works.
+``send_before_speaking`` sends that many packets before the SSRC is announced (op 5).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from openab_voice.errors import EmulatorError
+
+
+class AudioItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: float = Field(ge=0)
+    file: Path
+    send_before_speaking: int = Field(default=0, ge=0, le=500)
+
+
+class SpeakerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str = Field(min_length=1, max_length=32)
+    audio: list[AudioItem] = Field(default_factory=list)
+    leave_at: float | None = Field(default=None, ge=0)
+
+    @field_validator("id")
+    @classmethod
+    def _snowflake(cls, value: str) -> str:
+        if not value.isdigit() or not 0 < int(value) < 2**63:
+            raise ValueError("must be a Discord snowflake (digits)")
+        return value
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dave: bool = True
+    loss: float = Field(default=0.0, ge=0, le=0.5)
+    reorder: float = Field(default=0.0, ge=0, le=0.5)
+    jitter_ms: float = Field(default=0.0, ge=0, le=200)
+    seed: int = 0
+    until: float = Field(default=12.0, gt=0, le=3600)
+    greeting: bool = True
+    speakers: list[SpeakerSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Scenario:
+        ids = [s.id for s in self.speakers]
+        if len(set(ids)) != len(ids):
+            raise ValueError("speaker ids must be unique")
+        return self
+
+
+def default_scenario_path() -> Path:
+    return Path(str(resources.files("openab_voice.demo") / "scenarios" / "default.json"))
+
+
+def load_scenario(path: Path | None) -> Scenario:
+    """Parse and validate a scenario; relative audio paths resolve against its folder.
+
+    Raises:
+        EmulatorError: ``SCENARIO_INVALID`` naming the field, or ``SCENARIO_FILE_MISSING``.
+    """
+    path = path or default_scenario_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EmulatorError(f"cannot read scenario {path}: {exc.strerror}", code="SCENARIO_FILE_MISSING") from None
+    except json.JSONDecodeError as exc:
+        raise EmulatorError(f"scenario {path} is not JSON: {exc}", code="SCENARIO_INVALID") from None
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise EmulatorError(f"scenario {path}: {where}: {err['msg']}", code="SCENARIO_INVALID", field=where) from None
+    base = path.parent
+    speakers = []
+    for spk in scenario.speakers:
+        items = []
+        for item in spk.audio:
+            file = item.file if item.file.is_absolute() else (base / item.file).resolve()
+            if not file.is_file():
+                raise EmulatorError(f"speaker {spk.id}: audio file {file} not found", code="SCENARIO_FILE_MISSING")
+            items.append(item.model_copy(update={"file": file}))
+        speakers.append(spk.model_copy(update={"audio": items}))
+    return scenario.model_copy(update={"speakers": speakers})

@@ -1,0 +1,101 @@
+"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import CommandInvoked
+from openab_voice.clock import Clock
+from openab_voice.discord.service import VoiceService
+from openab_voice.errors import OpenabError
+
+log = logging.getLogger(__name__)
+
+
+def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -> str:
+    """Human-readable ``/voice status`` text."""
+    names = names or {}
+    dave = status["dave"]
+    lines = [
+        f"Voice: {status['channel']} · DAVE {'on' if dave['enabled'] else 'off'}"
+        + (f" · privacy code {dave['privacy_code']}" if dave["privacy_code"] else "")
+        + f" · playback {'on' if status['playback_enabled'] else 'off'}"
+    ]
+    for uid, s in sorted(status["speakers"].items()):
+        dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.get("dropped", {}).items())) or "none"
+        lines.append(
+            f"{names.get(uid, uid)} ({uid}): received {s.get('packets', 0)}, decoded {s.get('decoded', 0)}"
+            f" ({s.get('decoded_ms', 0.0):.0f} ms), concealed {s.get('concealed', 0)}, lost {s.get('lost', 0)},"
+            f" dropped {dropped}"
+        )
+    if not status["speakers"]:
+        lines.append("No speakers heard yet.")
+    unattributed = status.get("unattributed") or {}
+    if unattributed:
+        lines.append("Unattributed drops: " + ", ".join(f"{k}={v}" for k, v in sorted(unattributed.items())))
+    return "\n".join(lines)
+
+
+def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> app_commands.Group:
+    """Create the ``/voice`` command group bound to ``service``."""
+    group = app_commands.Group(name="voice", description="Voice channel controls", guild_only=True)
+
+    def record(interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
+        bus.publish(
+            CommandInvoked(at=clock.monotonic(), command=command, user_id=str(interaction.user.id), ok=ok, detail=detail)
+        )
+
+    @group.command(name="join", description="Join a voice channel (yours if none is given)")
+    @app_commands.describe(channel="The voice channel to join")
+    async def join(interaction: discord.Interaction, channel: discord.VoiceChannel | None = None) -> None:
+        target = channel
+        member = interaction.user
+        if target is None and isinstance(member, discord.Member) and member.voice and member.voice.channel:
+            voice_channel = member.voice.channel
+            if isinstance(voice_channel, discord.VoiceChannel):
+                target = voice_channel
+        if target is None:
+            record(interaction, "voice join", False, "no channel")
+            await interaction.response.send_message("Join a voice channel first, or name one.", ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True)
+        try:
+            session = await service.join(target)
+        except OpenabError as exc:
+            record(interaction, "voice join", False, exc.code)
+            await interaction.followup.send(f"Could not join {target.name}: {exc.message}")
+            return
+        record(interaction, "voice join", True, target.name)
+        mode = "listening and speaking" if session.playback is not None else "listening only"
+        dave = f"DAVE on, privacy code {session.privacy_code}" if session.dave_enabled else "DAVE off"
+        await interaction.followup.send(f"Joined {target.name} ({mode}; {dave}).")
+
+    @group.command(name="leave", description="Leave the voice channel")
+    async def leave(interaction: discord.Interaction) -> None:
+        assert interaction.guild_id is not None
+        left = await service.leave(interaction.guild_id)
+        record(interaction, "voice leave", left)
+        await interaction.response.send_message("Left the voice channel." if left else "I am not in a voice channel.")
+
+    @group.command(name="status", description="Connection, DAVE and per-speaker receive counters")
+    async def status(interaction: discord.Interaction) -> None:
+        assert interaction.guild_id is not None
+        session = service.get(interaction.guild_id)
+        record(interaction, "voice status", session is not None)
+        if session is None:
+            await interaction.response.send_message("I am not in a voice channel.", ephemeral=True)
+            return
+        names: dict[str, str] = {}
+        if interaction.guild is not None:
+            for uid in session.status()["speakers"]:
+                m = interaction.guild.get_member(int(uid))
+                if m is not None:
+                    names[uid] = m.display_name
+        await interaction.response.send_message(format_status(session.status(), names), ephemeral=True)
+
+    return group

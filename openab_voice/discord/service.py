@@ -1,0 +1,69 @@
+"""Voice sessions per guild: join, leave, look up. The slash commands and the demo go through here."""
+
+from __future__ import annotations
+
+import asyncio
+
+import discord
+
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.discord.session import SessionOptions, VoiceSession
+from openab_voice.errors import VoiceError
+
+
+class VoiceService:
+    """At most one :class:`VoiceSession` per guild."""
+
+    def __init__(self, *, bus: EventBus, clock: Clock, options: SessionOptions) -> None:
+        self._bus = bus
+        self._clock = clock
+        self._options = options
+        self._sessions: dict[int, VoiceSession] = {}
+        self._lock = asyncio.Lock()
+        self._joined = asyncio.Condition()
+
+    def get(self, guild_id: int) -> VoiceSession | None:
+        return self._sessions.get(guild_id)
+
+    @property
+    def sessions(self) -> list[VoiceSession]:
+        return list(self._sessions.values())
+
+    async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> VoiceSession:
+        """Join ``channel`` (moving away from another channel in the same guild first)."""
+        async with self._lock:
+            existing = self._sessions.get(channel.guild.id)
+            if existing is not None:
+                if existing.channel is not None and existing.channel.id == channel.id:
+                    return existing
+                await existing.aclose(reason="moved")
+                self._sessions.pop(channel.guild.id, None)
+            session = VoiceSession(bus=self._bus, clock=self._clock, options=self._options)
+            try:
+                await session.connect(channel)
+            except (TimeoutError, discord.DiscordException, OSError) as exc:
+                await session.aclose(reason="connect_failed")
+                raise VoiceError(f"could not join {channel.name}: {exc}", code="VOICE_CONNECT_FAILED") from exc
+            self._sessions[channel.guild.id] = session
+        async with self._joined:
+            self._joined.notify_all()
+        return session
+
+    async def wait_joined(self, guild_id: int) -> VoiceSession:
+        """Wait until a session exists for ``guild_id`` (the demo joins through the slash command)."""
+        async with self._joined:
+            await self._joined.wait_for(lambda: guild_id in self._sessions)
+        return self._sessions[guild_id]
+
+    async def leave(self, guild_id: int) -> bool:
+        async with self._lock:
+            session = self._sessions.pop(guild_id, None)
+        if session is None:
+            return False
+        await session.aclose(reason="leave")
+        return True
+
+    async def aclose(self) -> None:
+        for guild_id in list(self._sessions):
+            await self.leave(guild_id)

@@ -1,0 +1,142 @@
+"""One voice connection: discord.py voice client + receiver + (opt-in) playback, and its status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import DaveStateChanged, VoiceConnected, VoiceDisconnected
+from openab_voice.clock import Clock
+from openab_voice.discord.playback import Playback
+from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.voice_client import (
+    OP_DAVE_EXECUTE_TRANSITION,
+    OP_DAVE_PREPARE_EPOCH,
+    ReceivingVoiceClient,
+    receiving_voice_client,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionOptions:
+    receiver: ReceiverSettings
+    playback_enabled: bool
+    playback_buffer_ms: int
+    connect_timeout_s: float = 30.0
+
+
+class VoiceSession:
+    """Owns everything tied to one joined voice channel. Close is idempotent."""
+
+    def __init__(self, *, bus: EventBus, clock: Clock, options: SessionOptions) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self._bus = bus
+        self._clock = clock
+        self._options = options
+        self.receiver = VoiceReceiver(bus=bus, clock=clock, settings=options.receiver, session_id=self.id)
+        self.playback: Playback | None = (
+            Playback(bus=bus, clock=clock, buffer_ms=options.playback_buffer_ms, session_id=self.id)
+            if options.playback_enabled
+            else None
+        )
+        self.voice_client: ReceivingVoiceClient | None = None
+        self.channel: discord.VoiceChannel | discord.StageChannel | None = None
+        self._closed = False
+
+    async def connect(self, channel: discord.VoiceChannel | discord.StageChannel) -> None:
+        loop = asyncio.get_running_loop()
+        self._bus.bind_loop(loop)
+        self.receiver.start(loop)
+        self.channel = channel
+        vc = await channel.connect(
+            cls=receiving_voice_client(self.receiver, self._on_voice_op),
+            timeout=self._options.connect_timeout_s,
+            self_deaf=False,
+        )
+        assert isinstance(vc, ReceivingVoiceClient)
+        self.voice_client = vc
+        if self.playback is not None:
+            self.playback.attach(vc, loop)
+        self._bus.publish(
+            VoiceConnected(
+                at=self._clock.monotonic(),
+                session_id=self.id,
+                guild_id=str(channel.guild.id),
+                channel_id=str(channel.id),
+                channel_name=channel.name,
+                dave_enabled=self.dave_enabled,
+                privacy_code=self.privacy_code,
+                transport_mode=str(vc.mode),
+            )
+        )
+
+    @property
+    def dave_enabled(self) -> bool:
+        vc = self.voice_client
+        return vc is not None and vc._connection.dave_protocol_version > 0
+
+    @property
+    def privacy_code(self) -> str | None:
+        vc = self.voice_client
+        if vc is None or not self.dave_enabled:
+            return None
+        code = vc.voice_privacy_code
+        return code or None
+
+    def _on_voice_op(self, op: int, data: dict[str, Any]) -> None:
+        if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH) and self.voice_client is not None:
+            session = self.voice_client._connection.dave_session
+            self._bus.publish(
+                DaveStateChanged(
+                    at=self._clock.monotonic(),
+                    session_id=self.id,
+                    enabled=self.dave_enabled,
+                    privacy_code=self.privacy_code,
+                    epoch=getattr(session, "epoch", None),
+                )
+            )
+
+    def status(self) -> dict[str, Any]:
+        """What ``/voice status`` shows: channel, DAVE, per-speaker counters."""
+        snap = self.receiver.snapshot()
+        return {
+            "channel": self.channel.name if self.channel else None,
+            "channel_id": str(self.channel.id) if self.channel else None,
+            "connected": self.voice_client is not None and self.voice_client.is_connected(),
+            "dave": {"enabled": self.dave_enabled, "privacy_code": self.privacy_code},
+            "playback_enabled": self.playback is not None,
+            "speakers": snap.get("speakers", {}),
+            "unattributed": snap.get("unattributed", {}),
+        }
+
+    async def aclose(self, reason: str = "leave") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.playback is not None:
+            await self.playback.aclose()
+        vc = self.voice_client
+        if vc is not None:
+            vc.stop_listening()
+            try:
+                await asyncio.wait_for(vc.disconnect(force=True), timeout=5.0)
+            except (TimeoutError, discord.DiscordException):
+                log.warning("voice disconnect did not complete cleanly")
+        await self.receiver.aclose()
+        self._bus.publish(
+            VoiceDisconnected(
+                at=self._clock.monotonic(),
+                session_id=self.id,
+                guild_id=str(self.channel.guild.id) if self.channel else "",
+                channel_id=str(self.channel.id) if self.channel else None,
+                reason=reason,
+            )
+        )

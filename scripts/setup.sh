@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh Debian/Ubuntu machine: system libraries + a virtual environment in .venv
+# with the package, the local audio providers and the dev tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+# libopus: discord.py's Opus encoder/decoder load it with ctypes.
+ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0' || need_apt+=(libopus0)
+if ((${#need_apt[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[audio,dev]'
+echo "set-up done: .venv is ready"
