@@ -130,7 +130,7 @@ class VoiceSession:
                 await asyncio.wait_for(vc.disconnect(force=True), timeout=5.0)
             except (TimeoutError, discord.DiscordException):
                 log.warning("voice disconnect did not complete cleanly")
-        await self.receiver.aclose()
+        await self.receiver.aclose()  # publishes the final ReceiveStatsUpdated
         self._bus.publish(
             VoiceDisconnected(
                 at=self._clock.monotonic(),

@@ -1,0 +1,327 @@
+"""Per-speaker voice receive on top of discord.py's voice client.
+
+Data flow (notes §4)::
+
+    discord.py reader thread    receive worker thread (ReceivePipeline)            event loop
+    feed(datagram) ─► Inbox ─►  filter: keepalive, IP discovery, oversize, RTCP ─► FrameSubscription(s)
+    event loop thread:          transport decrypt (open_packet)                     (AudioFrame batches)
+    map_ssrc, remove_user, ─►   SSRC → user; unmapped SSRCs are held, never guessed ─► EventBus
+    set_transport, ticks        DAVE decrypt (Opus silence bypasses it)             (SpeakerMapped,
+                                JitterBuffer: order, FEC/PLC, Opus decode            SpeakerLeft, stats)
+
+All receive state belongs to the worker thread; nothing is shared under locks. The reader thread
+and the event loop only enqueue into the one :class:`~openab_voice.discord.inbox.Inbox` (which
+keeps control messages in order with packets), and the worker hands results back through the
+loop. The worker never reads the clock: packets carry their arrival time from
+:meth:`VoiceReceiver.feed`, and an asyncio ticker on the injected clock drives jitter-buffer
+timeouts, expiry of held packets and the periodic ``ReceiveStatsUpdated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from openab_voice.audio.frame import AudioFrame
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.discord import stats as reasons
+from openab_voice.discord.inbox import Inbox
+from openab_voice.discord.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
+from openab_voice.discord.transport import TransportCipher, cipher_for
+
+__all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverSettings", "VoiceReceiver"]
+
+log = logging.getLogger(__name__)
+
+TICK_S: Final = 0.010  # resolution of jitter-buffer timeouts
+_JOIN_TIMEOUT_S: Final = 2.0
+_MAX_LOGGED_ERRORS: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class _Map:
+    ssrc: int
+    user_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Remove:
+    user_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Transport:
+    cipher: TransportCipher
+
+
+@dataclass(frozen=True, slots=True)
+class _DaveSource:
+    source: Callable[[], DaveDecryptor | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Barrier:
+    done: Callable[[], object]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    at: float
+
+
+_Control = _Map | _Remove | _Transport | _DaveSource | _Tick | _Barrier | _Stop
+_Item = tuple[bytes, float] | _Control
+
+
+class FrameSubscription:
+    """Decoded frames of every speaker, in order per speaker; an async iterator on the event loop.
+
+    Bounded: when the consumer falls behind, the oldest frame is dropped and counted in
+    :attr:`dropped`. Iteration ends after :meth:`close` (or the receiver's ``aclose``) once the
+    frames already queued are consumed.
+    """
+
+    def __init__(self, maxsize: int, on_close: Callable[[FrameSubscription], None]) -> None:
+        self._frames: collections.deque[AudioFrame] = collections.deque(maxlen=max(1, maxsize))
+        self._ready = asyncio.Event()
+        self._on_close = on_close
+        self._closed = False
+        self.dropped = 0
+
+    def _push(self, frames: list[AudioFrame]) -> None:
+        overflow = len(self._frames) + len(frames) - (self._frames.maxlen or 0)
+        if overflow > 0:
+            self.dropped += overflow
+        self._frames.extend(frames)
+        self._ready.set()
+
+    def close(self) -> None:
+        """Stop receiving frames (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._on_close(self)
+            self._ready.set()
+
+    def __aiter__(self) -> FrameSubscription:
+        return self
+
+    async def __anext__(self) -> AudioFrame:
+        while not self._frames:
+            if self._closed:
+                raise StopAsyncIteration
+            self._ready.clear()
+            await self._ready.wait()
+        return self._frames.popleft()
+
+
+class VoiceReceiver:
+    """Receives every speaker of one voice connection separately (see the module docstring).
+
+    Args:
+        bus: where ``SpeakerMapped``, ``SpeakerLeft`` and ``ReceiveStatsUpdated`` go.
+        clock: the injected clock (arrival times, ticks, event times).
+        settings: receive tuning.
+        session_id: stamped on events.
+    """
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        settings: ReceiverSettings | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self._bus = bus
+        self._clock = clock
+        settings = settings or ReceiverSettings()
+        self._settings = settings
+        self._frames: list[AudioFrame] = []
+        self._pipeline = ReceivePipeline(
+            settings=settings, emit=self._frames.append, publish=bus.publish_threadsafe, session_id=session_id
+        )
+        self._inbox: Inbox[_Item] = Inbox(settings.inbox_packets)
+        self._snapshot: dict[str, Any] = self._pipeline.snapshot()
+        self._subscriptions: list[FrameSubscription] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._closed = False
+        self._refused_seen = 0
+        self._feed_failures = 0  # written by the reader thread only
+        self._feed_failures_seen = 0
+        self._errors_logged = 0
+
+    # --- any thread ---------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """discord.py socket listener: runs in its reader thread, so it only enqueues, never raises."""
+        try:
+            self._inbox.offer((data, self._clock.monotonic()))
+        except Exception:  # an exception here would kill discord.py's SocketReader thread
+            self._feed_failures += 1
+
+    # --- event loop thread --------------------------------------------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the worker thread and the ticker; call on ``loop``'s thread, once."""
+        if self._thread is not None or self._closed:
+            return
+        self._loop = loop
+        self._bus.bind_loop(loop)
+        self._thread = threading.Thread(target=self._run, name="openab-voice-receive", daemon=True)
+        self._thread.start()
+        self._ticker = loop.create_task(self._tick_forever(), name="openab-voice-receive-ticker")
+
+    async def aclose(self) -> None:
+        """Stop the worker (bounded wait), play out held frames, end every subscription. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+            await asyncio.wait([self._ticker])
+        self._inbox.put(_Stop(self._clock.monotonic()))
+        self._inbox.close()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, _JOIN_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.warning("receive worker did not stop within %.1f s", _JOIN_TIMEOUT_S)
+        for subscription in list(self._subscriptions):
+            subscription.close()
+
+    def set_transport(self, mode: str, key: bytes) -> None:
+        """Use the transport mode and key of op 4 from now on.
+
+        Raises:
+            VoiceError: ``TRANSPORT_UNSUPPORTED_MODE`` or ``TRANSPORT_BAD_KEY``.
+        """
+        self._inbox.put(_Transport(cipher_for(mode, bytes(key))))
+
+    def set_dave_source(self, source: Callable[[], DaveDecryptor | None]) -> None:
+        """``source()`` returns the current DAVE session, or None when DAVE is off; read per packet."""
+        self._inbox.put(_DaveSource(source))
+
+    def map_ssrc(self, ssrc: int, user_id: str) -> None:
+        """Attribute ``ssrc`` to ``user_id`` (voice gateway op 5)."""
+        self._inbox.put(_Map(ssrc, str(user_id), self._clock.monotonic()))
+
+    def remove_user(self, user_id: str) -> None:
+        """Free ``user_id``'s decoder and jitter state (op 13); its counters are kept."""
+        self._inbox.put(_Remove(str(user_id), self._clock.monotonic()))
+
+    def subscribe(self, *, maxsize: int | None = None) -> FrameSubscription:
+        """A new bounded stream of decoded frames (default bound: ``settings.subscriber_frames``)."""
+        subscription = FrameSubscription(
+            self._settings.subscriber_frames if maxsize is None else maxsize, self._subscriptions.remove
+        )
+        self._subscriptions.append(subscription)
+        return subscription
+
+    def snapshot(self) -> dict[str, Any]:
+        """``{"speakers": {user_id: counters}, "unattributed": {reason: n}, "active": [user_id]}`` as of the
+        last tick or :meth:`sync`; ``active`` lists users whose decoder state is allocated."""
+        return copy.deepcopy(self._snapshot)
+
+    async def sync(self) -> None:
+        """Wait until everything fed or sent before this call is processed and its frames delivered."""
+        if self._thread is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def resolve() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        self._inbox.put(_Barrier(lambda: loop.call_soon_threadsafe(resolve)))
+        await done
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await self._clock.sleep(TICK_S)
+            self._inbox.put(_Tick(self._clock.monotonic()))
+
+    def _dispatch(self, frames: list[AudioFrame]) -> None:
+        for subscription in tuple(self._subscriptions):
+            subscription._push(frames)
+
+    # --- worker thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        pipeline = self._pipeline
+        stop = False
+        while not stop:
+            items = self._inbox.take_all()
+            for item in items:
+                try:
+                    if isinstance(item, tuple):
+                        pipeline.handle_packet(*item)
+                    else:
+                        stop = self._control(item) or stop
+                except Exception:  # one bad packet or message never stops the worker
+                    self._internal_error()
+            self._settle()
+            stop = stop or (not items and self._inbox.closed)
+
+    def _control(self, item: _Control) -> bool:
+        pipeline = self._pipeline
+        match item:
+            case _Map():
+                pipeline.map_ssrc(item.ssrc, item.user_id, item.at)
+            case _Remove():
+                pipeline.remove_user(item.user_id, item.at)
+            case _Transport():
+                pipeline.set_transport(item.cipher)
+            case _DaveSource():
+                pipeline.set_dave_source(item.source)
+            case _Tick():
+                pipeline.tick(item.at)
+                self._snapshot = pipeline.snapshot()
+            case _Barrier():
+                self._settle()
+                self._snapshot = pipeline.snapshot()
+                item.done()
+            case _Stop():
+                pipeline.close()
+                self._settle()
+                self._snapshot = pipeline.snapshot()
+                pipeline.publish_stats(item.at)
+                return True
+        return False
+
+    def _settle(self) -> None:
+        """Fold reader-thread counters into the stats and hand decoded frames to the event loop."""
+        stats = self._pipeline.stats
+        refused = self._inbox.refused
+        stats.drop_unattributed(reasons.QUEUE_FULL, refused - self._refused_seen)
+        self._refused_seen = refused
+        failures = self._feed_failures
+        stats.drop_unattributed(reasons.INTERNAL_ERROR, failures - self._feed_failures_seen)
+        self._feed_failures_seen = failures
+        if self._frames and self._loop is not None:
+            batch = self._frames.copy()
+            self._frames.clear()
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
+                self._loop.call_soon_threadsafe(self._dispatch, batch)
+
+    def _internal_error(self) -> None:
+        self._pipeline.stats.drop_unattributed(reasons.INTERNAL_ERROR)
+        if self._errors_logged < _MAX_LOGGED_ERRORS:
+            self._errors_logged += 1
+            log.exception("receive worker: unexpected error (counted as internal_error)")

@@ -1,0 +1,139 @@
+"""The real bot, joined through ``/voice join`` to a voice channel of a loopback emulator.
+
+Used by ``openab-voice demo`` and by end-to-end tests (ours and users')::
+
+    async with BotOnEmulator(settings, EmulatorConfig(dave=True), users={1001: "alice"}) as h:
+        await h.emulator.speaker(1001).say(pcm)
+        h.recorder.track("1001")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+from typing import Any
+
+from openab_voice.app import create_bot
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock, SystemClock
+from openab_voice.config import Settings
+from openab_voice.testing.recorder import Recorder
+from openab_voice.discord.bot import VoiceBot
+from openab_voice.discord.session import VoiceSession
+from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
+
+TIMEOUT_S = 30.0
+
+
+class BotOnEmulator:
+    """Start emulator + bot, join voice via the slash command, record what the bot hears; close everything on exit."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: EmulatorConfig,
+        *,
+        users: dict[int, str],
+        clock: Clock | None = None,
+        bus: EventBus | None = None,
+    ) -> None:
+        if not users:
+            raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.bus = bus or EventBus()
+        self.emulator = DiscordEmulator(config, clock=self.clock)
+        self.users = dict(users)
+        for uid, name in users.items():
+            self.emulator.add_user(uid, name)
+        self._bot: VoiceBot | None = None
+        self._bot_task: asyncio.Task[None] | None = None
+        self._recorder_task: asyncio.Task[None] | None = None
+        self._session: VoiceSession | None = None
+        self.recorder = Recorder(0.0)
+        self.origin = 0.0
+        self.join_reply: str | None = None
+
+    @property
+    def bot(self) -> VoiceBot:
+        assert self._bot is not None, "not started"
+        return self._bot
+
+    @property
+    def session(self) -> VoiceSession:
+        assert self._session is not None, "not joined"
+        return self._session
+
+    async def __aenter__(self) -> BotOnEmulator:
+        try:
+            await self._start()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _start(self) -> None:
+        self.bus.bind_loop(asyncio.get_running_loop())
+        await self.emulator.start()
+        self._bot = create_bot(self.settings, bus=self.bus, clock=self.clock, emulator=self.emulator)
+        await self._bot.login(self.emulator.token)
+        self._bot_task = asyncio.create_task(self._bot.connect(reconnect=False), name="discord-bot")
+        await self._wait(self._bot.wait_until_ready(), "the bot did not become ready")
+        interaction = await self.emulator.invoke_command(
+            next(iter(self.users)), "voice", subcommand="join", options={"channel": self.emulator.voice_channel_id}
+        )
+        self._session = await self._wait(self._bot.voice.wait_joined(self.emulator.guild_id), "the bot did not join")
+        await self.emulator.wait_voice_ready(timeout=TIMEOUT_S)
+        self.join_reply = await self._wait(interaction.response(), "no reply to /voice join")
+        self.origin = self.clock.monotonic()
+        self.recorder = Recorder(self.origin)
+        self._recorder_task = asyncio.create_task(
+            self.recorder.consume(self._session.receiver.subscribe()), name="recorder"
+        )
+
+    async def _wait(self, aw: Any, what: str) -> Any:
+        bot_task = self._bot_task
+        waiter = asyncio.ensure_future(aw)
+        pending = {waiter} | ({bot_task} if bot_task is not None else set())
+        done, _ = await asyncio.wait(pending, timeout=TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        if waiter in done:
+            return waiter.result()
+        waiter.cancel()
+        if bot_task is not None and bot_task in done and bot_task.exception() is not None:
+            raise EmulatorError(f"{what}: {bot_task.exception()!r}", code="EMULATOR_BOT_FAILED")
+        raise EmulatorError(what, code="EMULATOR_TIMEOUT")
+
+    async def at(self, seconds: float) -> None:
+        """Sleep until ``seconds`` after the voice connection became ready."""
+        await self.clock.sleep(self.origin + seconds - self.clock.monotonic())
+
+    async def command(self, subcommand: str, *, user_id: int | None = None, **options: Any) -> str:
+        """Invoke ``/voice <subcommand>`` as a user and return the bot's reply text."""
+        interaction = await self.emulator.invoke_command(
+            user_id or next(iter(self.users)), "voice", subcommand=subcommand, options=options or None
+        )
+        reply: str = await self._wait(interaction.response(), f"no reply to /voice {subcommand}")
+        return reply
+
+    async def aclose(self) -> None:
+        """Leave, stop the bot and the emulator. Idempotent."""
+        if self._recorder_task is not None:
+            self._recorder_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._recorder_task
+            self._recorder_task = None
+        if self._bot is not None:
+            await self._bot.close()
+            self._bot = None
+        if self._bot_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._bot_task
+            self._bot_task = None
+        await self.emulator.aclose()

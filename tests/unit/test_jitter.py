@@ -1,0 +1,217 @@
+"""The per-SSRC jitter buffer with real Opus packets and a real libopus decoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES, AudioFrame
+from openab_voice.bench.receive import opus_tone
+from openab_voice.discord.jitter import JitterBuffer, JitterSettings, OpusDecoder
+from openab_voice.discord.stats import SpeakerCounters
+
+TONE = opus_tone(40)
+T0 = 100.0
+
+
+class RecordingDecoder(OpusDecoder):
+    """The real decoder, remembering how each frame was produced: "data", "fec" or "plc"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def decode(self, data: bytes | None, *, fec: bool = False) -> bytes:
+        self.calls.append("plc" if data is None else ("fec" if fec else "data"))
+        return super().decode(data, fec=fec)
+
+
+def make(depth: int = 3, max_conceal: int = 5) -> tuple[JitterBuffer, SpeakerCounters, RecordingDecoder]:
+    counters = SpeakerCounters()
+    decoder = RecordingDecoder()
+    buffer = JitterBuffer(
+        speaker_id="42",
+        counters=counters,
+        settings=JitterSettings(depth=depth, max_conceal=max_conceal),
+        decoder=decoder,
+    )
+    return buffer, counters, decoder
+
+
+def feed(
+    buffer: JitterBuffer,
+    order: list[int],
+    *,
+    base_seq: int = 0,
+    base_ts: int = 0,
+    start: float = T0,
+) -> list[AudioFrame]:
+    """Push packets ``order`` (offsets from ``base_seq``), one every 20 ms, then flush everything."""
+    out: list[AudioFrame] = []
+    now = start
+    for i, k in enumerate(order):
+        now = start + i * 0.020
+        out += buffer.push(
+            (base_seq + k) & 0xFFFF, (base_ts + k * 960) & 0xFFFF_FFFF, TONE[k % len(TONE)], now
+        )
+    out += buffer.flush(now + 1.0)
+    return out
+
+
+def assert_well_formed(frames: list[AudioFrame]) -> None:
+    ids = [f.frame_id for f in frames]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for a, b in zip(frames, frames[1:], strict=False):
+        assert b.timestamp >= a.timestamp + a.duration - 1e-9
+    for f in frames:
+        assert len(f.pcm) == DISCORD_FRAME_BYTES
+        assert (f.sample_rate, f.channels, f.speaker_id) == (48_000, 2, "42")
+
+
+def test_in_order_packets_decode_with_rtp_timing() -> None:
+    buffer, counters, decoder = make()
+    frames = feed(buffer, list(range(10)))
+    assert len(frames) == 10 and not any(f.concealed for f in frames)
+    assert [f.timestamp for f in frames] == pytest.approx([T0 + k * 0.020 for k in range(10)])
+    assert decoder.calls == ["data"] * 10
+    assert counters.decoded_frames == 10 and counters.decoded_ms == pytest.approx(200.0)
+    assert counters.lost == counters.concealed == 0
+    assert_well_formed(frames)
+
+
+def test_release_waits_for_depth_or_time() -> None:
+    buffer, _, _ = make(depth=3)
+    assert buffer.push(0, 0, TONE[0], T0) == []
+    assert buffer.push(1, 960, TONE[1], T0 + 0.02) == []
+    assert buffer.flush(T0 + 0.059) == []
+    released = buffer.flush(T0 + 0.060)  # packet 0 waited depth * 20 ms
+    assert [f.frame_id for f in released] == [0]
+    assert buffer.push(2, 1920, TONE[2], T0 + 0.061) == []
+    assert len(buffer.push(3, 2880, TONE[3], T0 + 0.062)) == 0
+    assert len(buffer.push(4, 3840, TONE[4], T0 + 0.063)) == 1  # more than depth held
+    assert buffer.held == 3
+
+
+def test_reordered_packets_come_out_in_order() -> None:
+    buffer, counters, decoder = make()
+    frames = feed(buffer, [0, 2, 1, 3, 5, 4, 6, 7])
+    assert len(frames) == 8 and not any(f.concealed for f in frames)
+    assert decoder.calls == ["data"] * 8
+    assert [f.timestamp for f in frames] == pytest.approx([T0 + k * 0.020 for k in range(8)])
+    assert counters.dropped == {} and counters.lost == 0
+    assert_well_formed(frames)
+
+
+def test_single_loss_is_concealed_with_fec() -> None:
+    buffer, counters, decoder = make()
+    frames = feed(buffer, [0, 1, 2, 3, 4, 6, 7, 8, 9])
+    assert len(frames) == 10
+    assert [f.concealed for f in frames] == [False] * 5 + [True] + [False] * 4
+    assert decoder.calls[5] == "fec"
+    assert counters.concealed == 1 and counters.lost == 0
+    assert frames[5].timestamp == pytest.approx(T0 + 0.100)
+    assert_well_formed(frames)
+
+
+def test_burst_is_concealed_with_plc_then_fec() -> None:
+    buffer, counters, decoder = make(max_conceal=5)
+    frames = feed(buffer, [0, 1, 2, 6, 7, 8])
+    assert len(frames) == 9
+    assert decoder.calls == ["data"] * 3 + ["plc", "plc", "fec"] + ["data"] * 3
+    assert counters.concealed == 3 and counters.lost == 0
+    assert_well_formed(frames)
+
+
+def test_burst_longer_than_max_conceal_is_lost_not_concealed() -> None:
+    buffer, counters, decoder = make(max_conceal=2)
+    frames = feed(buffer, [0, 1, 2, 6, 7, 8])
+    assert len(frames) == 6 and not any(f.concealed for f in frames)
+    assert "plc" not in decoder.calls and "fec" not in decoder.calls
+    assert counters.lost == 3 and counters.concealed == 0
+    assert_well_formed(frames)
+
+
+def test_trailing_loss_is_not_concealed() -> None:
+    buffer, counters, _ = make()
+    frames = feed(buffer, [0, 1, 2])
+    assert len(frames) == 3 and counters.concealed == 0
+
+
+def test_duplicate_and_late_packets_are_dropped() -> None:
+    buffer, counters, _ = make()
+    out = feed(buffer, [0, 1, 2, 2, 3, 5, 6, 7, 8])  # 2 twice while held; 4 missing -> concealed
+    out += buffer.push(1, 960, TONE[1], T0 + 2.0 - 0.4)  # already played
+    out += buffer.push(4, 3840, TONE[4], T0 + 2.0 - 0.39)  # concealed before it arrived
+    assert counters.dropped == {"duplicate": 2, "late": 1}
+    assert len(out) == 9 and counters.concealed == 1
+
+
+def test_sequence_wraps_at_65535() -> None:
+    buffer, counters, decoder = make()
+    order = [0, 1, 3, 2, 4, 5, 6, 7]  # crosses 65535 -> 0 at offset 3
+    frames = feed(buffer, order, base_seq=65533, base_ts=0xFFFF_FFFF - 1920)
+    assert len(frames) == 8 and not any(f.concealed for f in frames)
+    assert decoder.calls == ["data"] * 8
+    assert [f.timestamp for f in frames] == pytest.approx([T0 + k * 0.020 for k in range(8)])
+    assert counters.lost == 0 and counters.dropped == {}
+    assert_well_formed(frames)
+
+
+def test_loss_across_the_wrap_is_concealed() -> None:
+    buffer, counters, decoder = make()
+    frames = feed(buffer, [0, 1, 2, 4, 5, 6], base_seq=65533)  # sequence 0 is missing
+    assert len(frames) == 7 and frames[3].concealed and decoder.calls[3] == "fec"
+    assert counters.concealed == 1
+
+
+def test_talk_spurt_resets_without_concealment() -> None:
+    buffer, counters, decoder = make()
+    first = feed(buffer, [0, 1, 2, 3])
+    # 2 s of silence; the client sent two more packets we never got, then speaks again with the
+    # RTP clock advanced by the silence.
+    resume = T0 + 3.0
+    out: list[AudioFrame] = []
+    for i, k in enumerate(range(6, 10)):
+        out += buffer.push(k, k * 960 + 96_000, TONE[k], resume + i * 0.020)
+    out += buffer.flush(resume + 1.0)
+    assert len(first) == 4 and len(out) == 4
+    assert not any(f.concealed for f in out) and "plc" not in decoder.calls and "fec" not in decoder.calls
+    assert counters.lost == 2 and counters.concealed == 0
+    assert out[0].timestamp == pytest.approx(resume)  # re-anchored on arrival
+    assert [f.frame_id for f in first + out] == list(range(8))
+    assert_well_formed(first + out)
+
+
+def test_straggler_from_the_previous_spurt_is_late() -> None:
+    buffer, counters, _ = make()
+    feed(buffer, [0, 1, 2, 4])  # 3 concealed
+    resume = T0 + 3.0
+    out = buffer.push(10, 9600 + 96_000, TONE[10], resume)
+    out += buffer.push(3, 2880, TONE[3], resume + 0.005)  # from the old spurt, already concealed
+    out += buffer.flush(resume + 1.0)
+    assert len(out) == 1 and not out[0].concealed
+    assert counters.dropped == {"late": 1} and counters.lost == 5 and counters.concealed == 1
+
+
+def test_silence_within_a_spurt_keeps_rtp_timing() -> None:
+    buffer, _, _ = make()
+    out = buffer.push(0, 0, TONE[0], T0) + buffer.flush(T0 + 0.1)
+    # The sender paused 200 ms (RTP clock advanced) and the packet arrived 10 ms late.
+    out += buffer.push(1, 960 + 9600, TONE[1], T0 + 0.230) + buffer.flush(T0 + 1.0)
+    assert [f.timestamp for f in out] == pytest.approx([T0, T0 + 0.220])
+
+
+def test_corrupt_payload_is_counted_not_raised() -> None:
+    buffer, counters, _ = make()
+    out = buffer.push(0, 0, TONE[0], T0) + buffer.push(1, 960, b"\xff\xff\xff\xff", T0 + 0.02)
+    out += buffer.push(2, 1920, TONE[2], T0 + 0.04) + buffer.flush(T0 + 1.0)
+    assert len(out) == 2
+    assert counters.dropped == {"opus_decode_failed": 1}
+
+
+def test_sequence_restart_is_not_counted_as_late() -> None:
+    buffer, counters, _ = make()
+    first = feed(buffer, [0, 1, 2, 3], base_seq=5000)
+    second = feed(buffer, [0, 1, 2], base_seq=100, start=T0 + 0.1)
+    assert len(first) == 4 and len(second) == 3
+    assert counters.dropped == {} and counters.lost == 0
+    assert_well_formed(first + second)
