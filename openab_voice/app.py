@@ -63,7 +63,9 @@ def create_bot(
 
 def bot_token(settings: Settings) -> str:
     if settings.discord_token is None:
-        raise ConfigError("DISCORD_TOKEN or DISCORD_TOKEN_FILE is required for `run`", setting="DISCORD_TOKEN")
+        raise ConfigError(
+            "DISCORD_TOKEN or DISCORD_TOKEN_FILE is required for `run`", setting="DISCORD_TOKEN"
+        )
     return settings.discord_token.get_secret_value()
 
 

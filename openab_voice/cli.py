@@ -115,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the bot against the loopback Discord emulator")
     p.add_argument("--scenario", type=Path, default=None, help="scenario JSON (default: the bundled one)")
     p.add_argument("--report", type=Path, default=None, help="write a JSON report here")
-    p.add_argument("--record", type=Path, default=None, help="write DIR/<speaker id>.wav of what the bot heard")
+    p.add_argument(
+        "--record", type=Path, default=None, help="write DIR/<speaker id>.wav of what the bot heard"
+    )
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("check-config", help="validate settings and print the non-secret ones")

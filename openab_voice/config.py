@@ -53,7 +53,9 @@ class Settings(BaseSettings):
     playback_enabled: bool = Field(
         default=False, description="Allow the bot to speak after /voice join (receive-only when false)."
     )
-    playback_buffer_ms: int = Field(default=2000, ge=100, le=60_000, description="Queued playback audio bound.")
+    playback_buffer_ms: int = Field(
+        default=2000, ge=100, le=60_000, description="Queued playback audio bound."
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -1,6 +1,46 @@
 """Audio: ``AudioFrame``, bounded timestamped rings, resampling, the WebRTC front end (APM), VAD and
-the per-speaker pipeline that turns decoded Discord audio into processed capture."""
+the per-speaker pipeline that turns decoded Discord audio into processed capture.
 
+Entry point: :class:`FrontEnd` (``push_capture`` / ``push_render`` / ``subscribe``), configured by
+:class:`FrontEndSettings`; its events live in :mod:`openab_voice.audio.events`.
+"""
+
+from openab_voice.audio.capture_stream import ProcessedCaptureStream
+from openab_voice.audio.events import (
+    AudioBufferOverrun,
+    AudioPipelineStarted,
+    AudioPipelineStopped,
+    AudioProcessingError,
+    AudioReferenceDrift,
+    AudioReferenceRealigned,
+    EchoGateDecision,
+    SpeechEnded,
+    SpeechStarted,
+)
 from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_FRAME_SAMPLES, DISCORD_RATE, AudioFrame
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
+from openab_voice.audio.resample import APM_FORMAT_MISMATCH
+from openab_voice.audio.settings import FrontEndSettings
 
-__all__ = ["DISCORD_CHANNELS", "DISCORD_FRAME_SAMPLES", "DISCORD_RATE", "AudioFrame"]
+__all__ = [
+    "APM_FORMAT_MISMATCH",
+    "DISCORD_CHANNELS",
+    "DISCORD_FRAME_SAMPLES",
+    "DISCORD_RATE",
+    "AudioBufferOverrun",
+    "AudioFrame",
+    "AudioPipelineStarted",
+    "AudioPipelineStopped",
+    "AudioProcessingError",
+    "AudioReferenceDrift",
+    "AudioReferenceRealigned",
+    "EchoGateDecision",
+    "FrontEnd",
+    "FrontEndSettings",
+    "ProcessedCaptureStream",
+    "ProcessedFrame",
+    "SpeakerPipeline",
+    "SpeechEnded",
+    "SpeechStarted",
+]

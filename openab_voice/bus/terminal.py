@@ -56,7 +56,9 @@ def describe(event: Event) -> str | None:
 class TerminalReporter:
     """Prints :func:`describe` lines for every event; ``close()`` unsubscribes."""
 
-    def __init__(self, bus: EventBus, out: TextIO | None = None, *, clock_origin: float | None = None) -> None:
+    def __init__(
+        self, bus: EventBus, out: TextIO | None = None, *, clock_origin: float | None = None
+    ) -> None:
         self._out = out or sys.stderr
         self._origin = clock_origin
         self._sub = bus.subscribe(Event, self._on_event)

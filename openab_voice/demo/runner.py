@@ -48,7 +48,11 @@ async def run_demo(
     report = ReportBuilder(bus)
     reporter = None if quiet else TerminalReporter(bus)
     config = EmulatorConfig(
-        dave=scenario.dave, loss=scenario.loss, reorder=scenario.reorder, jitter_ms=scenario.jitter_ms, seed=scenario.seed
+        dave=scenario.dave,
+        loss=scenario.loss,
+        reorder=scenario.reorder,
+        jitter_ms=scenario.jitter_ms,
+        seed=scenario.seed,
     )
     users = {int(s.id): s.name for s in scenario.speakers}
     tasks: list[asyncio.Task[Any]] = []

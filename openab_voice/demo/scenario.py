@@ -90,7 +90,9 @@ def load_scenario(path: Path | None) -> Scenario:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise EmulatorError(f"cannot read scenario {path}: {exc.strerror}", code="SCENARIO_FILE_MISSING") from None
+        raise EmulatorError(
+            f"cannot read scenario {path}: {exc.strerror}", code="SCENARIO_FILE_MISSING"
+        ) from None
     except json.JSONDecodeError as exc:
         raise EmulatorError(f"scenario {path} is not JSON: {exc}", code="SCENARIO_INVALID") from None
     try:
@@ -98,7 +100,9 @@ def load_scenario(path: Path | None) -> Scenario:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise EmulatorError(f"scenario {path}: {where}: {err['msg']}", code="SCENARIO_INVALID", field=where) from None
+        raise EmulatorError(
+            f"scenario {path}: {where}: {err['msg']}", code="SCENARIO_INVALID", field=where
+        ) from None
     base = path.parent
     speakers = []
     for spk in scenario.speakers:
@@ -106,7 +110,9 @@ def load_scenario(path: Path | None) -> Scenario:
         for item in spk.audio:
             file = item.file if item.file.is_absolute() else (base / item.file).resolve()
             if not file.is_file():
-                raise EmulatorError(f"speaker {spk.id}: audio file {file} not found", code="SCENARIO_FILE_MISSING")
+                raise EmulatorError(
+                    f"speaker {spk.id}: audio file {file} not found", code="SCENARIO_FILE_MISSING"
+                )
             items.append(item.model_copy(update={"file": file}))
         speakers.append(spk.model_copy(update={"audio": items}))
     return scenario.model_copy(update={"speakers": speakers})

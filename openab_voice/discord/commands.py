@@ -47,7 +47,9 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
 
     def record(interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
         bus.publish(
-            CommandInvoked(at=clock.monotonic(), command=command, user_id=str(interaction.user.id), ok=ok, detail=detail)
+            CommandInvoked(
+                at=clock.monotonic(), command=command, user_id=str(interaction.user.id), ok=ok, detail=detail
+            )
         )
 
     @group.command(name="join", description="Join a voice channel (yours if none is given)")
@@ -61,7 +63,9 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
                 target = voice_channel
         if target is None:
             record(interaction, "voice join", False, "no channel")
-            await interaction.response.send_message("Join a voice channel first, or name one.", ephemeral=True)
+            await interaction.response.send_message(
+                "Join a voice channel first, or name one.", ephemeral=True
+            )
             return
         await interaction.response.defer(thinking=True)
         try:
@@ -80,7 +84,9 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
         assert interaction.guild_id is not None
         left = await service.leave(interaction.guild_id)
         record(interaction, "voice leave", left)
-        await interaction.response.send_message("Left the voice channel." if left else "I am not in a voice channel.")
+        await interaction.response.send_message(
+            "Left the voice channel." if left else "I am not in a voice channel."
+        )
 
     @group.command(name="status", description="Connection, DAVE and per-speaker receive counters")
     async def status(interaction: discord.Interaction) -> None:

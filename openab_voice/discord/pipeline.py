@@ -13,7 +13,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import davey
 

@@ -77,7 +77,9 @@ class PlaybackSource(discord.AudioSource):
 class Playback:
     """Queue 48 kHz stereo PCM for one voice connection; interrupt it; tap it as render reference."""
 
-    def __init__(self, *, bus: EventBus, clock: Clock, buffer_ms: int = 2000, session_id: str | None = None) -> None:
+    def __init__(
+        self, *, bus: EventBus, clock: Clock, buffer_ms: int = 2000, session_id: str | None = None
+    ) -> None:
         self._bus = bus
         self._clock = clock
         self._session_id = session_id
@@ -110,7 +112,9 @@ class Playback:
     def begin(self, utterance_id: str | None = None) -> str:
         """Start an utterance; returns its id. Audio is added with :meth:`write`."""
         if self._closed or self._host is None or self._loop is None:
-            raise VoiceError("playback is not attached to a voice connection", code="VOICE_PLAYBACK_UNAVAILABLE")
+            raise VoiceError(
+                "playback is not attached to a voice connection", code="VOICE_PLAYBACK_UNAVAILABLE"
+            )
         utt = _Utterance(utterance_id or f"utt-{next(self._ids)}", self._loop.create_future())
         self._utterances.append(utt)
         return utt.id

@@ -95,7 +95,9 @@ def strip_encrypted_parts(header: RtpHeader, plaintext: bytes) -> bytes:
     return plaintext[start:end]
 
 
-def build_header(sequence: int, timestamp: int, ssrc: int, *, extension: bytes | None = None) -> tuple[bytes, bytes]:
+def build_header(
+    sequence: int, timestamp: int, ssrc: int, *, extension: bytes | None = None
+) -> tuple[bytes, bytes]:
     """Build an RTP header for the rtpsize modes.
 
     Args:

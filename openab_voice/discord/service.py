@@ -44,7 +44,9 @@ class VoiceService:
                 await session.connect(channel)
             except (TimeoutError, discord.DiscordException, OSError) as exc:
                 await session.aclose(reason="connect_failed")
-                raise VoiceError(f"could not join {channel.name}: {exc}", code="VOICE_CONNECT_FAILED") from exc
+                raise VoiceError(
+                    f"could not join {channel.name}: {exc}", code="VOICE_CONNECT_FAILED"
+                ) from exc
             self._sessions[channel.guild.id] = session
         async with self._joined:
             self._joined.notify_all()

@@ -18,11 +18,11 @@ from openab_voice.app import create_bot
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
-from openab_voice.testing.recorder import Recorder
 from openab_voice.discord.bot import VoiceBot
 from openab_voice.discord.session import VoiceSession
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
+from openab_voice.testing.recorder import Recorder
 
 TIMEOUT_S = 30.0
 
@@ -87,9 +87,14 @@ class BotOnEmulator:
         self._bot_task = asyncio.create_task(self._bot.connect(reconnect=False), name="discord-bot")
         await self._wait(self._bot.wait_until_ready(), "the bot did not become ready")
         interaction = await self.emulator.invoke_command(
-            next(iter(self.users)), "voice", subcommand="join", options={"channel": self.emulator.voice_channel_id}
+            next(iter(self.users)),
+            "voice",
+            subcommand="join",
+            options={"channel": self.emulator.voice_channel_id},
         )
-        self._session = await self._wait(self._bot.voice.wait_joined(self.emulator.guild_id), "the bot did not join")
+        self._session = await self._wait(
+            self._bot.voice.wait_joined(self.emulator.guild_id), "the bot did not join"
+        )
         await self.emulator.wait_voice_ready(timeout=TIMEOUT_S)
         self.join_reply = await self._wait(interaction.response(), "no reply to /voice join")
         self.origin = self.clock.monotonic()

@@ -11,17 +11,16 @@ HOP = RATE // 50  # 20 ms
 
 def envelope(pcm: npt.NDArray[np.int16] | bytes) -> npt.NDArray[np.float64]:
     """20 ms RMS envelope of 48 kHz audio (mono mix of stereo)."""
-    if isinstance(pcm, (bytes, bytearray)):
-        arr = np.frombuffer(pcm, dtype="<i2").reshape(-1, 2)
-    else:
-        arr = pcm
+    arr = np.frombuffer(pcm, dtype="<i2").reshape(-1, 2) if isinstance(pcm, (bytes, bytearray)) else pcm
     mono = arr.astype(np.float64).mean(axis=1) if arr.ndim == 2 else arr.astype(np.float64)
     n = len(mono) // HOP
     frames = mono[: n * HOP].reshape(n, HOP)
     return np.sqrt((frames**2).mean(axis=1))
 
 
-def best_correlation(heard: npt.NDArray[np.float64], sent: npt.NDArray[np.float64], expected_at: int, search: int = 25) -> tuple[float, int]:
+def best_correlation(
+    heard: npt.NDArray[np.float64], sent: npt.NDArray[np.float64], expected_at: int, search: int = 25
+) -> tuple[float, int]:
     """Max Pearson correlation of ``sent`` against ``heard`` at offsets ``expected_at ± search`` (in 20 ms frames)."""
     best, best_off = -1.0, expected_at
     for off in range(max(0, expected_at - search), expected_at + search + 1):

@@ -42,7 +42,9 @@ async def test_stream_is_bounded_and_threadsafe_publish_arrives() -> None:
     assert stream.dropped == 2
     got = [await anext(stream) for _ in range(3)]
     assert [e.speaker_id for e in got] == ["2", "3", "4"]
-    t = threading.Thread(target=bus.publish_threadsafe, args=(SpeakerLeft(at=9.0, speaker_id="t", ssrc=None),))
+    t = threading.Thread(
+        target=bus.publish_threadsafe, args=(SpeakerLeft(at=9.0, speaker_id="t", ssrc=None),)
+    )
     t.start()
     t.join()
     event = await asyncio.wait_for(anext(stream), 1.0)
@@ -51,7 +53,9 @@ async def test_stream_is_bounded_and_threadsafe_publish_arrives() -> None:
 
 
 def test_sanitize_redacts_and_truncates() -> None:
-    data = sanitize({"api_key": "sk-1", "nested": {"Authorization": "Bot x"}, "pcm": b"\x00" * 10, "text": "a" * 900})
+    data = sanitize(
+        {"api_key": "sk-1", "nested": {"Authorization": "Bot x"}, "pcm": b"\x00" * 10, "text": "a" * 900}
+    )
     assert data["api_key"] == "[redacted]"
     assert data["nested"]["Authorization"] == "[redacted]"
     assert data["pcm"] == "<10 bytes>"

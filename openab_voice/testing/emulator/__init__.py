@@ -1,0 +1,30 @@
+"""A loopback Discord (REST, gateway, voice gateway, voice UDP, DAVE) that unmodified discord.py logs into."""
+
+from openab_voice.testing.emulator.bot_audio import BotAudioSink
+from openab_voice.testing.emulator.clients import build_client, running_client
+from openab_voice.testing.emulator.config import EmulatorConfig
+from openab_voice.testing.emulator.impairments import Impairments
+from openab_voice.testing.emulator.interactions import Interaction, InteractionReply
+from openab_voice.testing.emulator.resolver import EmulatorResolver, UnknownHostError
+from openab_voice.testing.emulator.rtp_stream import SendReport
+from openab_voice.testing.emulator.server import DiscordEmulator
+from openab_voice.testing.emulator.speakers import FakeSpeaker
+from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
+from openab_voice.testing.emulator.wav import load_wav_48k_stereo
+
+__all__ = [
+    "BotAudioSink",
+    "DiscordEmulator",
+    "EmulatorConfig",
+    "EmulatorResolver",
+    "FakeSpeaker",
+    "Impairments",
+    "Interaction",
+    "InteractionReply",
+    "SendReport",
+    "UnknownHostError",
+    "VoiceSessionInfo",
+    "build_client",
+    "load_wav_48k_stereo",
+    "running_client",
+]

@@ -1,0 +1,187 @@
+"""The echo gate: is a VAD onset during playback the user, or the bot's own echo?
+
+AEC removes most echo, but what remains (before convergence, after a path change, with a disabled
+APM) can still look like speech to a level-insensitive VAD such as Silero. So while the bot is
+speaking, an onset counts as user speech only if it is *not explained by the render reference*:
+
+* ``residual_too_quiet``: after APM the capture is below ``gate_min_residual_dbfs``;
+* ``echo_suppressed``: the APM removed more than ``gate_max_suppression_db`` from the capture over
+  the onset window, i.e. what came in was mostly echo (user speech survives AEC: suppression stays
+  within a few dB; AGC can even make it negative);
+* ``render_correlated``: the processed capture's waveform correlates with the recent render above
+  ``gate_max_correlation`` at some lag within the gate window (the only test left when the APM is
+  ``disabled``).
+
+Confidence drops (and the suppression test tightens by ``gate_drift_margin_db``) while the reference
+drifts or the APM re-converges; a ``disabled`` APM can only rely on correlation and says so. Spec:
+"Echo never interrupts" (DESIGN.md decision 4), "Software render-reference interruption gate".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from openab_voice.audio.resample import Chunk, Samples
+from openab_voice.audio.settings import FrontEndSettings
+
+_FULL_SCALE_SQ = 32768.0 * 32768.0
+_FLOOR = 1e-10  # -100 dBFS: keeps logs finite on digital silence
+
+
+def mean_square(samples: Samples) -> float:
+    """Mean square of int16 samples relative to full scale (1.0 = 0 dBFS square wave)."""
+    if samples.size == 0:
+        return 0.0
+    x = samples.astype(np.float64)
+    return float(np.dot(x, x)) / (samples.size * _FULL_SCALE_SQ)
+
+
+def dbfs(ms: float) -> float:
+    """Level in dBFS of a mean square from :func:`mean_square`."""
+    return 10.0 * math.log10(max(ms, _FLOOR))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateVerdict:
+    """The gate's decision and its evidence (mirrors ``EchoGateDecision``)."""
+
+    accepted: bool
+    reason: str
+    bot_speaking: bool
+    confidence: float
+    raw_dbfs: float
+    residual_dbfs: float
+    render_dbfs: float
+    suppression_db: float
+    render_correlation: float
+
+
+class EchoGate:
+    """Per-speaker evidence history and the onset decision.
+
+    Observing a chunk only copies samples into rings (it runs for every 10 ms chunk of every
+    speaker); levels and correlation are computed when an onset is evaluated. The render level per
+    chunk comes precomputed with the render chunk (the front end computes it once for all speakers).
+
+    Args:
+        settings: gate thresholds.
+        chunk_samples: samples per chunk.
+        rate: internal sample rate.
+    """
+
+    def __init__(self, settings: FrontEndSettings, *, chunk_samples: int, rate: int) -> None:
+        self._s = settings
+        chunk_s = chunk_samples / rate
+        self._onset_n = max(2, round(settings.gate_onset_window_ms / 1000.0 / chunk_s))
+        self._render_n = max(self._onset_n, round(settings.gate_render_window_ms / 1000.0 / chunk_s))
+        self._chunk = chunk_samples
+        self._raw = np.zeros(self._onset_n * chunk_samples, dtype=np.int16)
+        self._res = np.zeros(self._onset_n * chunk_samples, dtype=np.int16)
+        self._ren = np.zeros(self._render_n * chunk_samples, dtype=np.int16)
+        self._ren_ms = np.zeros(self._render_n)
+        self._i = 0
+        self._last_active = -(10**9)
+        self._render_active_ms = 10.0 ** (settings.gate_render_active_dbfs / 10.0)
+
+    def observe(self, raw: Samples, processed: Samples, render: Chunk | None) -> None:
+        """Record one chunk: capture before APM, after APM, and the render chunk fed with it."""
+        c = self._chunk
+        j = (self._i % self._onset_n) * c
+        self._raw[j : j + c] = raw
+        self._res[j : j + c] = processed
+        k = self._i % self._render_n
+        if render is None:
+            self._ren[k * c : (k + 1) * c] = 0
+            self._ren_ms[k] = 0.0
+        else:
+            self._ren[k * c : (k + 1) * c] = render.samples
+            level = render.mean_square if render.mean_square is not None else mean_square(render.samples)
+            self._ren_ms[k] = level
+            if level >= self._render_active_ms:
+                self._last_active = self._i
+        self._i += 1
+
+    @property
+    def bot_speaking(self) -> bool:
+        """Any render chunk above the activity level within the gate window."""
+        return self._i - self._last_active <= self._render_n
+
+    def _ordered(self, ring: Samples, chunks: int) -> npt.NDArray[np.float64]:
+        cut = (self._i % chunks) * self._chunk
+        return np.concatenate((ring[cut:], ring[:cut])).astype(np.float64)
+
+    def evaluate(self, *, confidence: float, echo_cancelling: bool) -> GateVerdict:
+        """Decide on an onset now.
+
+        Args:
+            confidence: 1.0 normally; lower while the reference drifts or the APM re-converges.
+            echo_cancelling: the APM cancels echo (False for ``disabled``); without it the
+                suppression test says nothing and only correlation remains.
+        """
+        s = self._s
+        raw_db = dbfs(mean_square(self._raw))
+        res_db = dbfs(mean_square(self._res))
+        ren_db = dbfs(float(self._ren_ms.mean()))
+        suppression = raw_db - res_db
+        speaking = self.bot_speaking
+        correlation = 0.0
+        if speaking:
+            correlation = peak_normalized_correlation(
+                self._ordered(self._res, self._onset_n), self._ordered(self._ren, self._render_n)
+            )
+
+        def verdict(accepted: bool, reason: str, conf: float) -> GateVerdict:
+            return GateVerdict(
+                accepted=accepted,
+                reason=reason,
+                bot_speaking=speaking,
+                confidence=round(conf, 3),
+                raw_dbfs=round(raw_db, 1),
+                residual_dbfs=round(res_db, 1),
+                render_dbfs=round(ren_db, 1),
+                suppression_db=round(suppression, 1),
+                render_correlation=round(correlation, 3),
+            )
+
+        if not speaking:
+            return verdict(True, "render_idle", 1.0)
+        margin = s.gate_drift_margin_db if confidence < 1.0 else 0.0
+        if res_db < s.gate_min_residual_dbfs:
+            return verdict(False, "residual_too_quiet", confidence)
+        if echo_cancelling and suppression > s.gate_max_suppression_db - margin:
+            return verdict(False, "echo_suppressed", confidence)
+        if correlation > s.gate_max_correlation:
+            return verdict(False, "render_correlated", confidence)
+        if not echo_cancelling:
+            # Correlation alone misses reverberant echo; say so in the confidence.
+            confidence *= 0.5
+        return verdict(True, "user_speech_over_playback", confidence)
+
+
+def peak_normalized_correlation(capture: npt.NDArray[np.float64], render: npt.NDArray[np.float64]) -> float:
+    """Peak |normalised cross-correlation| of ``capture`` with ``render`` at lags >= 0.
+
+    Both end at the same moment; ``render`` is longer. Echo follows the render it came from, so
+    capture sample ``t`` is compared with render sample ``t - k`` for every lag ``k`` the render
+    history covers. Echo (direct path) scores high; another voice scores low (measured on Piper
+    speech: echo 0.4-0.97 with up to 300 ms RT60, user speech 0.1-0.6 against the same voice).
+    """
+    n, m = capture.size, render.size
+    cap_energy = float(np.dot(capture, capture))
+    if n == 0 or m < n or cap_energy <= 0.0:
+        return 0.0
+    size = 1 << (n + m - 1).bit_length()
+    spectrum = np.fft.rfft(render, size) * np.conj(np.fft.rfft(capture, size))
+    # full[j] = sum_t render[j + t] * capture[t], for render windows starting at j.
+    full = np.fft.irfft(spectrum, size)[: m - n + 1]
+    cumulative = np.concatenate(([0.0], np.cumsum(render * render)))
+    window_energy = cumulative[n:] - cumulative[: m - n + 1]
+    valid = window_energy > cap_energy * 1e-6
+    if not valid.any():
+        return 0.0
+    corr = np.abs(full[valid]) / np.sqrt(window_energy[valid] * cap_energy)
+    return float(min(1.0, corr.max()))

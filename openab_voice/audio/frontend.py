@@ -1,0 +1,418 @@
+"""``FrontEnd``: one pipeline per speaker, the shared render reference, and the processed-capture API.
+
+Threads and ownership:
+
+* :meth:`FrontEnd.push_capture` (receiver) and :meth:`FrontEnd.push_render` (playback) only append
+  to bounded rings: O(1), never waiting on processing, safe from any thread. Overflow drops the
+  oldest frames and reports ``audio_buffer_overrun``.
+* :meth:`FrontEnd.process_pending` does the CPU work (resample, APM, VAD, gate) for everything
+  queued. :meth:`FrontEnd.start` runs it every ``interval_s`` on a worker thread
+  (``asyncio.to_thread``) so the event loop stays responsive; tests and benchmarks call it directly.
+* Events raised anywhere are queued and published on the thread that finishes a batch (the event
+  loop when started), so bus subscribers never run on the receiver's or player's thread.
+
+Pipelines are created on a speaker's first processed frame (provider start-up happens on the worker,
+not the reader thread) and freed by :meth:`FrontEnd.remove_speaker` at the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from openab_voice.audio.capture_stream import ProcessedCaptureStream
+from openab_voice.audio.echo_gate import mean_square
+from openab_voice.audio.events import AudioPipelineStarted, AudioPipelineStopped, AudioProcessingError
+from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
+from openab_voice.audio.resample import Chunk, Chunker, Resampler
+from openab_voice.audio.ring import FrameRing
+from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.clock import Clock
+from openab_voice.errors import OpenabError
+from openab_voice.providers.base import (
+    ApmCapabilities,
+    ApmConfig,
+    AudioProcessor,
+    VadCapabilities,
+    VadConfig,
+    VoiceActivityDetector,
+)
+from openab_voice.providers.registry import ProviderRegistry, apm_registry, vad_registry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Speaker:
+    ring: FrameRing
+    pipeline: SpeakerPipeline | None = None
+    retry_at: float | None = None
+
+
+class FrontEnd:
+    """The audio front end of one voice session.
+
+    Args:
+        settings: front-end settings (defaults: WebRTC APM, Silero VAD, 16 kHz).
+        bus: where events go.
+        clock: injected clock.
+        apm_providers / vad_providers: registries (tests inject fakes or missing modules).
+        session_id: stamped on every event that has none.
+        interval_s: processing cadence once :meth:`start`-ed.
+
+    Raises:
+        ProviderUnavailable: a configured provider cannot start (checked here, at start-up, by
+            building one instance of each); never a silent pass-through.
+        ConfigError: unknown provider name.
+    """
+
+    def __init__(
+        self,
+        settings: FrontEndSettings | None = None,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        apm_providers: ProviderRegistry[ApmConfig, AudioProcessor] | None = None,
+        vad_providers: ProviderRegistry[VadConfig, VoiceActivityDetector] | None = None,
+        session_id: str | None = None,
+        interval_s: float = 0.02,
+    ) -> None:
+        self.settings = settings = settings or FrontEndSettings()
+        self._bus = bus
+        self._clock = clock
+        self._session = session_id
+        self._interval = interval_s
+        apm_reg = apm_providers or apm_registry()
+        vad_reg = vad_providers or vad_registry()
+        apm_cfg, vad_cfg = settings.apm_config(), settings.vad_config()
+        self._new_apm: Callable[[], AudioProcessor] = lambda: apm_reg.create(settings.apm_provider, apm_cfg)
+        self._new_vad: Callable[[], VoiceActivityDetector] = lambda: vad_reg.create(
+            settings.vad_provider, vad_cfg
+        )
+        # Build (and discard) one instance of each now: a missing library or model is a start-up
+        # error here, not a surprise on the first speaker's first frame.
+        probe_apm = self._new_apm()
+        self.apm_capabilities: ApmCapabilities = probe_apm.capabilities
+        probe_apm.close()
+        probe_vad = self._new_vad()
+        self.vad_capabilities: VadCapabilities = probe_vad.capabilities
+        probe_vad.close()
+        if self.degraded:
+            log.warning("audio front end is degraded: %s", ", ".join(self.degraded_reasons))
+        self._outbox: collections.deque[Event] = collections.deque()
+        self._render_ring = FrameRing(
+            "render", settings.render_ring_frames, clock=clock, emit=self._outbox.append
+        )
+        rate = settings.internal_rate
+        self._render_resampler = Resampler(rate)
+        self._render_chunker = Chunker(rate // 100, rate)
+        # Recent render, to seed a speaker who starts while the bot is already talking.
+        self._render_recent: collections.deque[Chunk] = collections.deque(
+            maxlen=max(1, settings.render_history_ms // 10)
+        )
+        self._speakers: dict[str, _Speaker] = {}
+        self._speakers_lock = threading.Lock()
+        self._removed: collections.deque[tuple[_Speaker, str]] = collections.deque()
+        self._process_lock = threading.Lock()
+        self._subscribers: list[ProcessedCaptureStream] = []
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- status -------------------------------------------------------------------------------
+
+    @property
+    def degraded_reasons(self) -> tuple[str, ...]:
+        """Why the front end does not clean audio as a production setup should (empty when fine)."""
+        caps = self.apm_capabilities
+        reasons = []
+        if caps.degraded:
+            reasons.append(f"apm_{caps.name}")
+        for stage in ("echo_cancellation", "noise_suppression", "auto_gain_control", "high_pass_filter"):
+            if not caps.degraded and not getattr(caps, stage):
+                reasons.append(f"{stage}_off")
+        return tuple(reasons)
+
+    @property
+    def degraded(self) -> bool:
+        """True with the ``disabled`` APM or any APM stage switched off."""
+        return bool(self.degraded_reasons)
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """Speakers with a ring (and, after their first batch, a pipeline)."""
+        with self._speakers_lock:
+            return tuple(self._speakers)
+
+    def pipeline(self, speaker_id: str) -> SpeakerPipeline | None:
+        """The speaker's pipeline (None before its first processed frame); for diagnostics."""
+        with self._speakers_lock:
+            speaker = self._speakers.get(speaker_id)
+        return speaker.pipeline if speaker is not None else None
+
+    # --- input (any thread, never waits on processing) -----------------------------------------
+
+    def push_capture(self, frame: AudioFrame) -> None:
+        """Queue a decoded capture frame (the receiver's 48 kHz stereo 20 ms frames)."""
+        if frame.speaker_id is None:
+            raise ValueError("capture frames need a speaker_id; the bot's own audio goes to push_render")
+        with self._speakers_lock:
+            speaker = self._speakers.get(frame.speaker_id)
+            if speaker is None:
+                speaker = _Speaker(self._capture_ring(frame.speaker_id))
+                self._speakers[frame.speaker_id] = speaker
+        speaker.ring.push(frame)
+
+    def push_render(self, frame: AudioFrame) -> None:
+        """Queue what the bot just handed to Discord (speaker_id None); fanned out to every speaker."""
+        if frame.speaker_id is not None:
+            raise ValueError("render reference frames have speaker_id None")
+        self._render_ring.push(frame)
+
+    def remove_speaker(self, speaker_id: str, reason: str = "speaker_left") -> None:
+        """Forget a speaker now; its pipeline is closed (speech ended, providers freed) next batch."""
+        with self._speakers_lock:
+            speaker = self._speakers.pop(speaker_id, None)
+        if speaker is not None:
+            self._removed.append((speaker, reason))
+
+    def subscribe(
+        self, speaker_id: str | None = None, *, maxsize: int | None = None
+    ) -> ProcessedCaptureStream:
+        """Processed capture of one speaker (or all): an async iterator of :class:`ProcessedFrame`."""
+        stream = ProcessedCaptureStream(
+            speaker_id=speaker_id,
+            maxsize=maxsize or self.settings.processed_queue_frames,
+            clock=self._clock,
+            emit=self._emit,
+            on_close=self._subscribers.remove,
+        )
+        self._subscribers.append(stream)
+        return stream
+
+    # --- processing -----------------------------------------------------------------------------
+
+    def process_pending(self) -> list[ProcessedFrame]:
+        """Process everything queued, deliver to subscribers, publish events; returns the frames.
+
+        Call from the event loop thread (or a test); with :meth:`start` the front end calls it itself.
+        """
+        with self._process_lock:
+            outputs = self._process_batch()
+        self._deliver(outputs)
+        return outputs
+
+    def _process_batch(self) -> list[ProcessedFrame]:
+        while self._removed:
+            speaker, reason = self._removed.popleft()
+            self._stop(speaker, reason)
+        with self._speakers_lock:
+            speakers = list(self._speakers.values())
+        for speaker in speakers:
+            if speaker.pipeline is None and len(speaker.ring):
+                speaker.pipeline = self._start(speaker)
+        pipelines = [s.pipeline for s in speakers if s.pipeline is not None]
+        for frame in self._render_ring.drain():
+            mono = self._render_resampler.process(frame)
+            end = frame.timestamp + frame.duration - self._render_resampler.delay_s
+            for chunk in self._render_chunker.push(mono, end):
+                # The level is computed once here for every speaker's echo gate.
+                shared = Chunk(chunk.timestamp, chunk.samples, mean_square(chunk.samples))
+                self._render_recent.append(shared)
+                for pipeline in pipelines:
+                    pipeline.add_render(shared)
+        outputs: list[ProcessedFrame] = []
+        for speaker in speakers:
+            frames = speaker.ring.drain()
+            if speaker.pipeline is None:
+                continue  # provider start failed; reported in _start, retried later
+            for frame in frames:
+                out = speaker.pipeline.process(frame)
+                if out is not None:
+                    outputs.append(out)
+        now = self._clock.monotonic()
+        for speaker in speakers:
+            speaker.ring.poll()
+            if speaker.pipeline is not None:
+                speaker.pipeline.check_idle(now)
+        self._render_ring.poll()
+        return outputs
+
+    def _capture_ring(self, speaker_id: str) -> FrameRing:
+        return FrameRing(
+            "capture",
+            self.settings.capture_ring_frames,
+            clock=self._clock,
+            emit=self._outbox.append,
+            speaker_id=speaker_id,
+        )
+
+    def _start(self, speaker: _Speaker) -> SpeakerPipeline | None:
+        speaker_id = speaker.ring.speaker_id or ""
+        now = self._clock.monotonic()
+        if speaker.retry_at is not None and now < speaker.retry_at:
+            return None
+        try:
+            pipeline = SpeakerPipeline(
+                speaker_id,
+                self.settings,
+                apm_factory=self._new_apm,
+                vad_factory=self._new_vad,
+                apm_provider=self.settings.apm_provider,
+                clock=self._clock,
+                emit=self._outbox.append,
+            )
+        except OpenabError as exc:  # ProviderUnavailable after a successful start-up: report, retry
+            speaker.retry_at = now + 1.0
+            self._outbox.append(
+                AudioProcessingError(
+                    at=now,
+                    speaker_id=speaker_id,
+                    component="pipeline",
+                    provider=self.settings.apm_provider,
+                    code=exc.code,
+                    message=exc.message[:300],
+                    recovered=False,
+                    generation=0,
+                )
+            )
+            return None
+        for chunk in self._render_recent:
+            pipeline.add_render(chunk)
+        self._outbox.append(
+            AudioPipelineStarted(
+                at=now,
+                speaker_id=speaker_id,
+                apm_provider=self.apm_capabilities.name,
+                vad_provider=self.vad_capabilities.name,
+                degraded=self.degraded,
+                degraded_reasons=self.degraded_reasons,
+            )
+        )
+        return pipeline
+
+    def _stop(self, speaker: _Speaker, reason: str) -> None:
+        pipeline, speaker.pipeline = speaker.pipeline, None
+        speaker.ring.clear()
+        if pipeline is None:
+            return
+        pipeline.close(reason)
+        self._outbox.append(
+            AudioPipelineStopped(
+                at=self._clock.monotonic(),
+                speaker_id=pipeline.speaker_id,
+                reason=reason,
+                frames=pipeline.frames,
+            )
+        )
+
+    def _emit(self, event: Event) -> None:
+        self._outbox.append(event)
+
+    def _deliver(self, outputs: list[ProcessedFrame]) -> None:
+        for frame in outputs:
+            for stream in tuple(self._subscribers):
+                if stream.wants(frame):
+                    stream.push(frame)
+        while self._outbox:
+            event = self._outbox.popleft()
+            if self._session is not None and event.session_id is None:
+                event = dataclasses.replace(event, session_id=self._session)
+            self._bus.publish(event)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start processing every ``interval_s`` in a task owned by this front end."""
+        if self._closed:
+            raise RuntimeError("front end is closed")
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="audio-frontend")
+
+    async def _run(self) -> None:
+        while True:
+            await self._clock.sleep(self._interval)
+            try:
+                if self._has_work():
+                    outputs = await asyncio.to_thread(self._locked_batch)
+                else:
+                    outputs = []
+                    now = self._clock.monotonic()
+                    for pipeline in self._pipelines():
+                        pipeline.check_idle(now)
+            except Exception as exc:  # a bug must not silently stop the front end: report, go on
+                log.exception("audio front end batch failed")
+                self._outbox.append(_error_event(exc, self._clock.monotonic()))
+                outputs = []
+            self._deliver(outputs)
+
+    def _locked_batch(self) -> list[ProcessedFrame]:
+        with self._process_lock:
+            return self._process_batch()
+
+    def _has_work(self) -> bool:
+        return bool(self._removed or len(self._render_ring) or any(len(s.ring) for s in self._snapshot()))
+
+    def _snapshot(self) -> list[_Speaker]:
+        with self._speakers_lock:
+            return list(self._speakers.values())
+
+    def _pipelines(self) -> list[SpeakerPipeline]:
+        return [s.pipeline for s in self._snapshot() if s.pipeline is not None]
+
+    async def aclose(self) -> None:
+        """Stop processing, end speech in progress, free every pipeline, end subscriptions (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                # Our own cancellation of the task; re-raise if *we* are being cancelled.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+        with self._process_lock:
+            with self._speakers_lock:
+                speakers = list(self._speakers.values())
+                self._speakers.clear()
+            for speaker in speakers:
+                self._stop(speaker, "closed")
+            while self._removed:
+                speaker, reason = self._removed.popleft()
+                self._stop(speaker, reason)
+        self._deliver([])
+        for stream in tuple(self._subscribers):
+            stream.close()
+
+    async def __aenter__(self) -> FrontEnd:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _error_event(exc: Exception, at: float) -> ErrorRaised:
+    if isinstance(exc, OpenabError):
+        return ErrorRaised(at=at, stage="audio", code=exc.code, message=exc.message, retryable=exc.retryable)
+    return ErrorRaised(
+        at=at,
+        stage="audio",
+        code="AUDIO_FRONTEND_ERROR",
+        message=f"{type(exc).__name__}: {exc}",
+        retryable=True,
+    )

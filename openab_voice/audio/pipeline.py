@@ -1,0 +1,301 @@
+"""One speaker's front-end pipeline: resample -> APM (with the shared render reference) -> VAD -> gate.
+
+Input: the receiver's decoded frames (48 kHz stereo, 20 ms). Output: one :class:`ProcessedFrame` per
+input frame (internal-rate mono, speech flags) for STT, plus events: ``speech_start`` /
+``speech_end`` (only for onsets the echo gate accepted), ``echo_gate_decision``,
+``audio_reference_drift`` / ``audio_reference_realigned``, ``audio_processing_error``.
+
+Everything here is synchronous and single-threaded per pipeline; the :class:`~.frontend.FrontEnd`
+decides on which thread it runs and how events reach the bus.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from openab_voice.audio.apm import ApmStage
+from openab_voice.audio.drift import DriftMonitor
+from openab_voice.audio.echo_gate import EchoGate, GateVerdict
+from openab_voice.audio.events import AudioProcessingError, EchoGateDecision, SpeechEnded, SpeechStarted
+from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.render import RenderAligner
+from openab_voice.audio.resample import Chunk, Chunker, Resampler
+from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.audio.vad import VadEdge, VadStage, VadTransition
+from openab_voice.bus.events import Event
+from openab_voice.clock import Clock, perf_ns
+from openab_voice.errors import OpenabError
+from openab_voice.providers.base import AudioProcessor, VoiceActivityDetector
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessedFrame:
+    """Processed capture for STT.
+
+    Attributes:
+        frame: mono internal-rate audio after APM; ``frame_id`` and ``concealed`` come from the input
+            frame, ``timestamp`` is the first output sample's capture time.
+        speech: the VAD's hysteresis state after this frame (echo included).
+        user_speech: inside a speech segment the echo gate accepted as the user's.
+        speech_probability: the latest VAD score.
+        bot_speaking: the render reference was active within the gate window.
+        apm_ok: False when the APM failed on part of this frame and silence replaced it.
+        degraded: the APM is ``disabled`` or re-converging after a failure.
+    """
+
+    frame: AudioFrame
+    speech: bool
+    user_speech: bool
+    speech_probability: float
+    bot_speaking: bool
+    apm_ok: bool
+    degraded: bool
+
+
+class StageTimings:
+    """Recent per-call wall times (``clock.perf_ns``) of each stage, bounded."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self._keep = keep
+        self._data: dict[str, collections.deque[int]] = {}
+
+    def record(self, stage: str, ns: int) -> None:
+        self._data.setdefault(stage, collections.deque(maxlen=self._keep)).append(ns)
+
+    def samples_us(self, stage: str) -> list[float]:
+        return [ns / 1000.0 for ns in self._data.get(stage, ())]
+
+    def percentile_us(self, stage: str, q: float) -> float | None:
+        """The ``q``-th percentile in microseconds, or None without samples."""
+        data = self._data.get(stage)
+        return float(np.percentile(np.fromiter(data, dtype=np.int64), q)) / 1000.0 if data else None
+
+
+class SpeakerPipeline:
+    """The per-speaker chain; created by the :class:`~.frontend.FrontEnd` on a speaker's first frame.
+
+    Args:
+        speaker_id: Discord user id.
+        settings: front-end settings.
+        apm_factory / vad_factory: build fresh provider instances (also used for recovery).
+        apm_provider: the APM's registry name (for events).
+        clock: injected clock (event times, idle detection).
+        emit: event sink (the front end routes it to the bus and adds the session id).
+    """
+
+    def __init__(
+        self,
+        speaker_id: str,
+        settings: FrontEndSettings,
+        *,
+        apm_factory: Callable[[], AudioProcessor],
+        vad_factory: Callable[[], VoiceActivityDetector],
+        apm_provider: str,
+        clock: Clock,
+        emit: Callable[[Event], None],
+    ) -> None:
+        rate = settings.internal_rate
+        self.speaker_id = speaker_id
+        self.settings = settings
+        self._clock = clock
+        self._emit = emit
+        self.chunk_s = 0.01
+        self._resampler = Resampler(rate)
+        self._chunker = Chunker(rate // 100, rate)
+        self.apm = ApmStage(
+            apm_factory,
+            provider=apm_provider,
+            sample_rate=rate,
+            speaker_id=speaker_id,
+            reconverge_s=settings.apm_reconverge_ms / 1000.0,
+            clock=clock,
+            emit=emit,
+        )
+        self.vad = VadStage(vad_factory, settings, rate, on_error=self._on_vad_error)
+        self.drift = DriftMonitor(
+            speaker_id,
+            tolerance_s=settings.drift_tolerance_ms / 1000.0,
+            recovery_s=settings.drift_recovery_ms / 1000.0,
+            low_confidence=settings.drift_confidence,
+            clock=clock,
+            emit=emit,
+        )
+        self.render = RenderAligner(
+            chunk_s=self.chunk_s,
+            tolerance_s=settings.drift_tolerance_ms / 1000.0,
+            gap_s=settings.capture_gap_ms / 1000.0,
+            history_s=settings.render_history_ms / 1000.0,
+            drift=self.drift,
+        )
+        self.gate = EchoGate(settings, chunk_samples=rate // 100, rate=rate)
+        self.timings = StageTimings()
+        self.frames = 0
+        self.user_speech = False
+        self._gate_pending = False
+        self._speech_start: float | None = None
+        self._last_capture_end: float | None = None
+
+    @property
+    def degraded(self) -> bool:
+        return self.apm.degraded
+
+    def add_render(self, chunk: Chunk) -> None:
+        """Queue one internal-format 10 ms render chunk (the front end fans the same chunk out)."""
+        self.render.add(chunk)
+
+    def process(self, frame: AudioFrame) -> ProcessedFrame | None:
+        """Run one capture frame through the chain; None until the resampler has primed."""
+        started = perf_ns()
+        mono = self._resampler.process(frame)
+        end_time = frame.timestamp + frame.duration - self._resampler.delay_s
+        chunks = self._chunker.push(mono, end_time)
+        self.timings.record("resample", perf_ns() - started)
+        self._last_capture_end = end_time
+        self.frames += 1
+        if not chunks:
+            return None
+        outputs = []
+        apm_ok = True
+        for chunk in chunks:
+            take = self.render.take(chunk.timestamp)
+            render = take.chunk.samples if take.chunk is not None else None
+            t0 = perf_ns()
+            processed, ok = self.apm.process(chunk.samples, render, chunk.timestamp)
+            t1 = perf_ns()
+            self.timings.record("apm", t1 - t0)
+            apm_ok = apm_ok and ok
+            self.gate.observe(chunk.samples, processed, take.chunk)
+            windows, transitions = self.vad.push(processed, chunk.timestamp)
+            if windows:
+                self.timings.record("vad", perf_ns() - t1)
+            for transition in transitions:
+                self._on_transition(transition)
+            if windows and self._gate_pending and self.vad.in_speech:
+                self._evaluate(windows[-1].audio_time, initial=False)
+            outputs.append(processed)
+        pcm = np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
+        return ProcessedFrame(
+            frame=AudioFrame(
+                pcm=pcm.tobytes(),
+                sample_rate=self.settings.internal_rate,
+                channels=1,
+                timestamp=chunks[0].timestamp,
+                frame_id=frame.frame_id,
+                speaker_id=self.speaker_id,
+                concealed=frame.concealed,
+            ),
+            speech=self.vad.in_speech,
+            user_speech=self.user_speech,
+            speech_probability=self.vad.probability,
+            bot_speaking=self.gate.bot_speaking,
+            apm_ok=apm_ok,
+            degraded=self.apm.degraded or self.apm.reconverging(chunks[-1].timestamp),
+        )
+
+    def check_idle(self, now: float) -> None:
+        """End speech if capture stopped (Discord sends nothing in silence) for the minimum silence."""
+        if self._last_capture_end is None or not self.vad.in_speech:
+            return
+        if now - self._last_capture_end >= self.settings.vad_min_silence_ms / 1000.0:
+            transition = self.vad.force_end()
+            self.vad.reset()
+            if transition is not None:
+                self._on_transition(
+                    VadTransition(VadEdge.END, self._last_capture_end, 0.0), "capture_stopped"
+                )
+
+    def close(self, reason: str = "closed") -> None:
+        """End any speech in progress and release the providers (idempotent)."""
+        transition = self.vad.force_end()
+        if transition is not None:
+            self._on_transition(transition, reason)
+        self.apm.close()
+        self.vad.close()
+
+    def _on_transition(self, transition: VadTransition, reason: str = "silence") -> None:
+        if transition.edge is VadEdge.START:
+            self._gate_pending = True
+            self._evaluate(transition.audio_time, initial=True, probability=transition.probability)
+            return
+        self._gate_pending = False
+        if not self.user_speech:
+            return
+        self.user_speech = False
+        started = self._speech_start if self._speech_start is not None else transition.audio_time
+        self._emit(
+            SpeechEnded(
+                at=self._clock.monotonic(),
+                speaker_id=self.speaker_id,
+                audio_time=transition.audio_time,
+                started_audio_time=started,
+                duration_s=round(max(0.0, transition.audio_time - started), 3),
+                reason=reason,
+            )
+        )
+
+    def _evaluate(self, audio_time: float, *, initial: bool, probability: float | None = None) -> None:
+        t0 = perf_ns()
+        confidence = self.drift.confidence
+        if self.apm.reconverging(audio_time):
+            confidence *= self.settings.drift_confidence
+        verdict = self.gate.evaluate(
+            confidence=confidence,
+            echo_cancelling=self.apm.capabilities.echo_cancellation and not self.apm.degraded,
+        )
+        self.timings.record("gate", perf_ns() - t0)
+        if not initial and not verdict.accepted:
+            return  # re-evaluations of a rejected onset are only reported when they flip
+        self._emit_decision(verdict, audio_time)
+        if not verdict.accepted:
+            return
+        self._gate_pending = False
+        self.user_speech = True
+        self._speech_start = audio_time
+        self._emit(
+            SpeechStarted(
+                at=self._clock.monotonic(),
+                speaker_id=self.speaker_id,
+                audio_time=audio_time,
+                probability=round(probability if probability is not None else self.vad.probability, 3),
+                during_playback=verdict.bot_speaking,
+                confidence=verdict.confidence,
+            )
+        )
+
+    def _emit_decision(self, verdict: GateVerdict, audio_time: float) -> None:
+        self._emit(
+            EchoGateDecision(
+                at=self._clock.monotonic(),
+                speaker_id=self.speaker_id,
+                audio_time=audio_time,
+                accepted=verdict.accepted,
+                reason=verdict.reason,
+                bot_speaking=verdict.bot_speaking,
+                confidence=verdict.confidence,
+                raw_dbfs=verdict.raw_dbfs,
+                residual_dbfs=verdict.residual_dbfs,
+                render_dbfs=verdict.render_dbfs,
+                suppression_db=verdict.suppression_db,
+                render_correlation=verdict.render_correlation,
+                reference_aligned=self.drift.aligned,
+                apm_degraded=self.apm.degraded or self.apm.reconverging(audio_time),
+            )
+        )
+
+    def _on_vad_error(self, exc: Exception) -> None:
+        self._emit(
+            AudioProcessingError(
+                at=self._clock.monotonic(),
+                speaker_id=self.speaker_id,
+                component="vad",
+                provider=self.vad.provider,
+                code=exc.code if isinstance(exc, OpenabError) else "AUDIO_VAD_RUNTIME_ERROR",
+                message=f"{type(exc).__name__}: {exc}"[:300],
+                recovered=True,
+                generation=self.vad.generation,
+            )
+        )

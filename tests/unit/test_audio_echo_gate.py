@@ -1,0 +1,123 @@
+"""The echo gate: echo alone never becomes user speech; speech over playback still does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openab_voice.audio import EchoGateDecision, FrontEnd, FrontEndSettings, SpeechStarted, scenes
+from openab_voice.audio.echo_gate import EchoGate, mean_square
+from openab_voice.audio.resample import Chunk
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import Event
+from openab_voice.clock import FakeClock
+
+
+def play(
+    render: np.ndarray, near: np.ndarray, settings: FrontEndSettings | None = None
+) -> tuple[list[Event], float]:
+    clock = FakeClock()
+    bus = EventBus()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    frontend = FrontEnd(settings or FrontEndSettings(), bus=bus, clock=clock)
+    t0 = clock.monotonic()
+    render_frames = scenes.discord_frames(render, speaker_id=None, start_time=t0)
+    near_frames = scenes.discord_frames(near, speaker_id="u1", start_time=t0)
+    for r, c in zip(render_frames, near_frames, strict=True):
+        frontend.push_render(r)
+        frontend.push_capture(c)
+        frontend.process_pending()
+        clock.advance(0.02)
+    return events, t0
+
+
+def test_echo_only_never_passes_the_gate() -> None:
+    far = scenes.load_clip("far_end")
+    near = scenes.mix(
+        scenes.echo_path(far, delay_ms=150.0, gain_db=-6.0), scenes.noise(far.size / 16_000, -70.0)
+    )
+    events, _ = play(far, near)
+    assert not [e for e in events if isinstance(e, SpeechStarted)]
+    assert not [e for e in events if isinstance(e, EchoGateDecision) and e.accepted]
+
+
+def test_double_talk_is_detected_as_user_speech_during_playback() -> None:
+    far = scenes.load_clip("far_end")
+    total = far.size / 16_000
+    user = scenes.place(scenes.load_clip("bob"), at_s=1.5, total_s=total)
+    near = scenes.mix(scenes.echo_path(far, delay_ms=100.0, gain_db=-10.0), user)
+    events, t0 = play(far, near)
+    starts = [e for e in events if isinstance(e, SpeechStarted)]
+    assert starts, "user speech over playback was not detected"
+    first = starts[0]
+    assert first.during_playback and first.confidence == 1.0
+    assert 1.5 <= first.audio_time - t0 <= 2.5
+    decision = next(e for e in events if isinstance(e, EchoGateDecision) and e.accepted)
+    assert decision.event_type == "echo_gate_decision"
+    assert decision.bot_speaking and decision.reason == "user_speech_over_playback"
+    assert decision.reference_aligned and not decision.apm_degraded
+    assert decision.suppression_db < 12.0 and decision.render_correlation < 0.7
+    assert decision.residual_dbfs > -50.0
+
+
+def test_without_aec_the_gate_rejects_correlated_echo_and_says_degraded() -> None:
+    far = scenes.load_clip("far_end")
+    near = scenes.echo_path(far, delay_ms=80.0, gain_db=-6.0, rt60_ms=20.0)
+    events, _ = play(far, near, FrontEndSettings(apm_provider="disabled"))
+    decisions = [e for e in events if isinstance(e, EchoGateDecision)]
+    assert decisions, "raw echo should trip the VAD when nothing cancels it"
+    first = decisions[0]
+    assert not first.accepted and first.reason == "render_correlated"
+    assert first.render_correlation > 0.7 and first.apm_degraded and first.bot_speaking
+
+
+def _gate() -> EchoGate:
+    return EchoGate(FrontEndSettings(), chunk_samples=160, rate=16_000)
+
+
+def _chunks(x: np.ndarray) -> list[np.ndarray]:
+    return [x[i : i + 160] for i in range(0, x.size - 159, 160)]
+
+
+def test_gate_evidence_for_each_verdict() -> None:
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.echo_path(far, delay_ms=60.0, gain_db=0.0, rt60_ms=30.0)
+    user = scenes.load_clip("alice")[16_000:24_000]
+
+    def feed(raw: np.ndarray, processed: np.ndarray, render: np.ndarray | None) -> EchoGate:
+        gate = _gate()
+        for i, (r, p) in enumerate(zip(_chunks(raw), _chunks(processed), strict=True)):
+            chunk = None
+            if render is not None:
+                samples = render[i * 160 : (i + 1) * 160]
+                chunk = Chunk(float(i), samples, mean_square(samples))
+            gate.observe(r, p, chunk)
+        return gate
+
+    idle = feed(user, user, None).evaluate(confidence=1.0, echo_cancelling=True)
+    assert idle.accepted and idle.reason == "render_idle" and not idle.bot_speaking
+
+    cancelled = (echo.astype(np.float64) * 0.003).astype(np.int16)  # AEC removed ~50 dB
+    suppressed = feed(echo, cancelled, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert not suppressed.accepted and suppressed.reason in ("echo_suppressed", "residual_too_quiet")
+    assert suppressed.suppression_db > 40.0
+
+    leaked = (echo.astype(np.float64) * 0.1).astype(np.int16)  # 20 dB removed: still mostly echo
+    partial = feed(echo, leaked, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert not partial.accepted and partial.reason == "echo_suppressed"
+
+    uncancelled = feed(echo, echo, far).evaluate(confidence=1.0, echo_cancelling=False)
+    assert not uncancelled.accepted and uncancelled.reason == "render_correlated"
+    assert uncancelled.render_correlation > 0.7
+
+    talk = scenes.mix(echo, user)
+    over = feed(talk, user, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert over.accepted and over.reason == "user_speech_over_playback" and over.bot_speaking
+    assert over.render_correlation < 0.7 and over.suppression_db < 12.0
+
+    # While the reference drifts the suppression test tightens and confidence drops.
+    borderline = (talk.astype(np.float64) * 10 ** (-9 / 20)).astype(np.int16)  # 9 dB removed
+    gate = feed(talk, borderline, far)
+    assert gate.evaluate(confidence=1.0, echo_cancelling=True).accepted
+    drifting = gate.evaluate(confidence=0.5, echo_cancelling=True)
+    assert not drifting.accepted and drifting.confidence == 0.5

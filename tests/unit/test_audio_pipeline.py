@@ -1,0 +1,194 @@
+"""The per-speaker pipeline end to end: Discord frames in, processed capture and speech events out."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from openab_voice.audio import (
+    AudioBufferOverrun,
+    AudioFrame,
+    AudioPipelineStarted,
+    AudioPipelineStopped,
+    FrontEnd,
+    FrontEndSettings,
+    ProcessedFrame,
+    SpeechEnded,
+    SpeechStarted,
+    scenes,
+)
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import Event
+from openab_voice.clock import FakeClock
+
+
+def make(settings: FrontEndSettings | None = None) -> tuple[FrontEnd, FakeClock, list[Event]]:
+    clock = FakeClock()
+    bus = EventBus()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    return FrontEnd(settings or FrontEndSettings(), bus=bus, clock=clock, session_id="s-1"), clock, events
+
+
+def two_speakers(t0: float) -> dict[str, list[AudioFrame]]:
+    alice = scenes.place(scenes.load_clip("alice"), at_s=0.3, total_s=5.0)
+    bob = scenes.place(scenes.load_clip("bob"), at_s=0.8, total_s=5.0)
+    return {
+        "alice": scenes.discord_frames(alice, speaker_id="alice", start_time=t0),
+        "bob": scenes.discord_frames(bob, speaker_id="bob", start_time=t0, first_frame_id=1000),
+    }
+
+
+def test_frames_in_processed_capture_and_speech_events_out() -> None:
+    frontend, clock, events = make()
+    frames = two_speakers(clock.monotonic())
+    outputs: dict[str, list[ProcessedFrame]] = {"alice": [], "bob": []}
+    for i in range(len(frames["alice"])):
+        for name in ("alice", "bob"):
+            frontend.push_capture(frames[name][i])
+        for out in frontend.process_pending():
+            outputs[out.frame.speaker_id or "?"].append(out)
+        clock.advance(0.02)
+    assert set(frontend.speakers) == {"alice", "bob"}
+    started = [e for e in events if isinstance(e, AudioPipelineStarted)]
+    assert sorted(e.speaker_id for e in started) == ["alice", "bob"]
+    assert all(not e.degraded and e.apm_provider == "webrtc" and e.vad_provider == "silero" for e in started)
+    for name, first_id in (("alice", 0), ("bob", 1000)):
+        out = outputs[name]
+        # One processed frame per received frame, except the very first: the resampler's start-up
+        # look-ahead leaves less than one 10 ms chunk, which then goes out with the second frame.
+        assert len(out) == len(frames[name]) - 1
+        assert [o.frame.frame_id for o in out] == [first_id + 1 + i for i in range(len(out))]
+        assert all(o.frame.sample_rate == 16_000 and o.frame.channels == 1 for o in out)
+        assert all(len(o.frame.pcm) == 640 for o in out[1:])  # 20 ms at 16 kHz mono
+        stamps = [o.frame.timestamp for o in out]
+        assert all(b > a for a, b in zip(stamps, stamps[1:], strict=False))
+        speech = np.array([o.user_speech for o in out])
+        assert speech.any() and not speech[:10].any() and not speech[-10:].any()
+        starts = [e for e in events if isinstance(e, SpeechStarted) and e.speaker_id == name]
+        ends = [e for e in events if isinstance(e, SpeechEnded) and e.speaker_id == name]
+        assert len(starts) == 1 and len(ends) == 1 and starts[0].session_id == "s-1"
+    alice_start = next(e for e in events if isinstance(e, SpeechStarted) and e.speaker_id == "alice")
+    bob_start = next(e for e in events if isinstance(e, SpeechStarted) and e.speaker_id == "bob")
+    assert bob_start.audio_time - alice_start.audio_time > 0.3
+
+
+def test_render_reference_is_fanned_out_to_every_speaker() -> None:
+    frontend, clock, _ = make()
+    t0 = clock.monotonic()
+    far = scenes.discord_frames(scenes.load_clip("far_end")[:16_000], speaker_id=None, start_time=t0)
+    quiet = scenes.silence(1.0)
+    caps = {n: scenes.discord_frames(quiet, speaker_id=n, start_time=t0) for n in ("a", "b", "c")}
+    last: dict[str, ProcessedFrame] = {}
+    for i, r in enumerate(far):
+        frontend.push_render(r)
+        for frames in caps.values():
+            frontend.push_capture(frames[i])
+        for out in frontend.process_pending():
+            last[out.frame.speaker_id or "?"] = out
+        clock.advance(0.02)
+    assert set(last) == {"a", "b", "c"}
+    assert all(o.bot_speaking for o in last.values())
+
+
+def test_remove_speaker_ends_speech_and_frees_the_pipeline() -> None:
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("bob"), speaker_id="bob", start_time=clock.monotonic())
+    for frame in frames[:60]:
+        frontend.push_capture(frame)
+        frontend.process_pending()
+        clock.advance(0.02)
+    assert any(isinstance(e, SpeechStarted) for e in events)
+    pipeline = frontend.pipeline("bob")
+    assert pipeline is not None
+    frontend.remove_speaker("bob")
+    assert frontend.speakers == () and frontend.pipeline("bob") is None
+    frontend.process_pending()
+    ended = [e for e in events if isinstance(e, SpeechEnded)]
+    assert len(ended) == 1 and ended[0].reason == "speaker_left"
+    stopped = [e for e in events if isinstance(e, AudioPipelineStopped)]
+    assert len(stopped) == 1 and stopped[0].frames == 60 and stopped[0].reason == "speaker_left"
+    assert pipeline.apm._apm is None  # the native APM was released
+    # Frames after a removal start a new pipeline (the user came back).
+    frontend.push_capture(frames[60])
+    frontend.process_pending()
+    assert frontend.pipeline("bob") is not None and frontend.pipeline("bob") is not pipeline
+
+
+def test_speech_ends_when_the_client_stops_sending() -> None:
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    for frame in frames[:50]:  # cut mid-sentence: Discord sends nothing more
+        frontend.push_capture(frame)
+        frontend.process_pending()
+        clock.advance(0.02)
+    assert any(isinstance(e, SpeechStarted) for e in events)
+    clock.advance(0.5)
+    frontend.process_pending()
+    ended = [e for e in events if isinstance(e, SpeechEnded)]
+    assert len(ended) == 1 and ended[0].reason == "capture_stopped"
+    # The end is where the audio stopped (the last frame's end, less the resampler look-ahead).
+    assert frames[49].timestamp <= ended[0].audio_time <= frames[49].timestamp + 0.02
+
+
+def test_capture_ring_overrun_is_reported_and_never_blocks() -> None:
+    frontend, clock, events = make(FrontEndSettings(capture_ring_frames=10))
+    frames = scenes.discord_frames(scenes.silence(1.0), speaker_id="a", start_time=clock.monotonic())
+    for frame in frames:  # a stalled consumer: nothing processes
+        frontend.push_capture(frame)
+    outputs = frontend.process_pending()
+    # Only the newest ten frames were left to process (the first yields no chunk yet, see above).
+    assert [o.frame.frame_id for o in outputs] == [f.frame_id for f in frames[-9:]]
+    overruns = [e for e in events if isinstance(e, AudioBufferOverrun)]
+    assert overruns and overruns[0].ring == "capture" and overruns[0].speaker_id == "a"
+    assert overruns[0].session_id == "s-1"
+
+
+async def test_started_front_end_streams_processed_capture() -> None:
+    clock = FakeClock()
+    bus = EventBus()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    frames = scenes.discord_frames(
+        scenes.place(scenes.load_clip("greeting"), at_s=0.2, total_s=2.5),
+        speaker_id="g",
+        start_time=clock.monotonic(),
+    )
+    received: list[ProcessedFrame] = []
+    async with FrontEnd(FrontEndSettings(processed_queue_frames=1000), bus=bus, clock=clock) as frontend:
+        stream = frontend.subscribe("g")
+        other = frontend.subscribe("someone-else")
+        for start in range(0, len(frames), 10):
+            for frame in frames[start : start + 10]:
+                frontend.push_capture(frame)
+            expected = min(start + 10, len(frames)) - 1
+            for _ in range(500):  # the processing task sleeps on the injected clock
+                while len(stream):
+                    received.append(await anext(stream))
+                if len(received) >= expected:
+                    break
+                clock.advance(0.02)
+                await asyncio.sleep(0.002)
+            assert len(received) == expected
+    assert [o.frame.frame_id for o in received] == [f.frame_id for f in frames[1:]]
+    assert any(o.user_speech for o in received)
+    assert len(other) == 0
+    # aclose ended the subscriptions and the speaker's pipeline.
+    assert [o async for o in stream] == []
+    assert any(isinstance(e, AudioPipelineStopped) and e.reason == "closed" for e in events)
+    assert any(isinstance(e, SpeechStarted) for e in events)
+
+
+def test_slow_subscriber_loses_oldest_frames_with_an_overrun_event() -> None:
+    frontend, clock, events = make()
+    stream = frontend.subscribe("a", maxsize=5)
+    for frame in scenes.discord_frames(scenes.silence(0.4), speaker_id="a", start_time=clock.monotonic()):
+        frontend.push_capture(frame)
+        frontend.process_pending()
+        clock.advance(0.02)
+    assert len(stream) == 5 and stream.dropped == 14  # 19 frames out (see the first test)
+    first = stream.get_nowait()
+    assert first is not None and first.frame.frame_id == 15
+    overruns = [e for e in events if isinstance(e, AudioBufferOverrun) and e.ring == "processed"]
+    assert overruns and overruns[0].capacity == 5
