@@ -7,6 +7,8 @@ from typing import Protocol
 
 import aiohttp
 
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
 from openab_voice.bus.terminal import TerminalReporter
 from openab_voice.clock import Clock, SystemClock
@@ -27,8 +29,31 @@ class EmulatorLink(Protocol):
     def client_connector(self) -> aiohttp.TCPConnector: ...
 
 
+def frontend_settings(settings: Settings) -> FrontEndSettings:
+    return FrontEndSettings(
+        internal_rate=settings.audio_rate,
+        apm_provider=settings.apm_provider,
+        vad_provider=settings.vad_provider,
+        echo_cancellation=settings.echo_cancellation,
+        noise_suppression=settings.noise_suppression,
+        auto_gain_control=settings.auto_gain_control,
+        vad_min_silence_ms=settings.vad_min_silence_ms,
+        drift_tolerance_ms=settings.audio_drift_tolerance_ms,
+    )
+
+
+def check_providers(settings: Settings, *, bus: EventBus, clock: Clock) -> None:
+    """Start the configured audio providers once, so a missing one fails at start-up, not at /voice join.
+
+    Raises:
+        ProviderUnavailable: naming the provider and the extra to install.
+    """
+    FrontEnd(frontend_settings(settings), bus=bus, clock=clock)  # probes each provider in __init__
+
+
 def session_options(settings: Settings) -> SessionOptions:
     return SessionOptions(
+        frontend=frontend_settings(settings),
         receiver=ReceiverSettings(
             jitter_depth=settings.jitter_depth,
             max_conceal=settings.max_conceal_frames,
@@ -74,6 +99,7 @@ async def run_bot(settings: Settings) -> None:
     token = bot_token(settings)
     clock = SystemClock()
     bus = EventBus()
+    check_providers(settings, bus=bus, clock=clock)
     bot = create_bot(settings, bus=bus, clock=clock)
     reporter = TerminalReporter(bus)
     async with bot:

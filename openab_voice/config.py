@@ -57,6 +57,22 @@ class Settings(BaseSettings):
         default=2000, ge=100, le=60_000, description="Queued playback audio bound."
     )
 
+    # --- audio front end ---
+    apm_provider: Literal["webrtc", "webrtc-audio-processing", "disabled"] = Field(
+        default="webrtc", description="Echo cancellation / noise suppression / AGC provider ('disabled': dev only)."
+    )
+    vad_provider: Literal["silero", "webrtcvad"] = Field(default="silero", description="Voice activity detector.")
+    audio_rate: Literal[8000, 16000, 32000, 48000] = Field(
+        default=16000, description="Internal mono sample rate after resampling (APM, VAD, STT)."
+    )
+    echo_cancellation: bool = Field(default=True, description="AEC with the bot's playback as reference.")
+    noise_suppression: bool = Field(default=True, description="WebRTC noise suppression.")
+    auto_gain_control: bool = Field(default=True, description="WebRTC automatic gain control.")
+    vad_min_silence_ms: int = Field(default=400, ge=100, le=5000, description="Silence that ends speech.")
+    audio_drift_tolerance_ms: float = Field(
+        default=60.0, gt=0, le=1000, description="Capture/render skew that raises audio_reference_drift."
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -24,7 +24,8 @@ def describe(event: Event) -> str | None:
     """One human line for an event, or None for events not worth a line."""
     match event:
         case VoiceConnected():
-            dave = f"DAVE on ({event.privacy_code})" if event.dave_enabled else "DAVE off"
+            code = event.privacy_code or "privacy code pending"
+            dave = f"DAVE on ({code})" if event.dave_enabled else "DAVE off"
             return f"joined {event.channel_name} · {dave} · {event.transport_mode}"
         case VoiceDisconnected():
             return f"left voice ({event.reason})"

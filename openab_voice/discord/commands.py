@@ -26,10 +26,17 @@ def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -
         + (f" · privacy code {dave['privacy_code']}" if dave["privacy_code"] else "")
         + f" · playback {'on' if status['playback_enabled'] else 'off'}"
     ]
+    audio = status.get("audio")
+    if audio:
+        degraded = audio.get("degraded") or []
+        lines.append(
+            f"Audio: APM {audio['apm']}, VAD {audio['vad']}"
+            + (f" · DEGRADED ({', '.join(degraded)})" if degraded else "")
+        )
     for uid, s in sorted(status["speakers"].items()):
         dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.get("dropped", {}).items())) or "none"
         lines.append(
-            f"{names.get(uid, uid)} ({uid}): received {s.get('packets', 0)}, decoded {s.get('decoded', 0)}"
+            f"{names.get(uid, uid)} ({uid}): received {s.get('packets', 0)}, decoded {s.get('decoded_frames', 0)} frames"
             f" ({s.get('decoded_ms', 0.0):.0f} ms), concealed {s.get('concealed', 0)}, lost {s.get('lost', 0)},"
             f" dropped {dropped}"
         )

@@ -8,7 +8,7 @@ most ``depth`` packets or ``depth * 20 ms`` for a missing one, and then:
   (``decode(next_payload, fec=True)``), or by packet loss concealment (``decode(None)``) when the
   next packet is not there either; a burst of up to ``max_conceal`` missing packets is concealed
   frame by frame (PLC, then FEC for the last one when its successor is present);
-* a longer burst is not concealed: the frames are counted ``lost`` and the stream restarts at the
+* a longer burst is not concealed (its packets still count as ``lost``) and the stream restarts at the
   next packet, re-anchored on its arrival.
 
 Frame timestamps are anchored on the arrival time of the first packet of a talk spurt and advanced
@@ -234,13 +234,13 @@ class JitterBuffer:
             self._anchor = (held.arrival, held.rtp_timestamp)
             return
         self._next += 1
+        self._counters.lost += 1  # lost = never received, whether concealed or not (as RTCP counts it)
         try:
             if gap == 1:
                 pcm = self._decoder.decode(self._held[first].payload, fec=True)
             else:
                 pcm = self._decoder.decode(None, fec=False)
         except OpusError:
-            self._counters.lost += 1
             return
         self._counters.concealed += 1
         self._emit(pcm, None, concealed=True, out=out)

@@ -158,6 +158,7 @@ class VoiceReceiver:
         self._inbox: Inbox[_Item] = Inbox(settings.inbox_packets)
         self._snapshot: dict[str, Any] = self._pipeline.snapshot()
         self._subscriptions: list[FrameSubscription] = []
+        self._sinks: tuple[Callable[[AudioFrame], None], ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -257,6 +258,15 @@ class VoiceReceiver:
             await self._clock.sleep(TICK_S)
             self._inbox.put(_Tick(self._clock.monotonic()))
 
+    def add_frame_sink(self, sink: Callable[[AudioFrame], None]) -> None:
+        """Call ``sink`` with every decoded frame *on the worker thread*, before subscribers see it.
+
+        For consumers that are themselves thread-safe and never block (the audio front end's
+        ``push_capture``): it saves the hop through the event loop. A sink that raises is counted as
+        ``internal_error`` and does not stop the worker.
+        """
+        self._sinks = (*self._sinks, sink)  # replaced, never mutated: the worker reads it without a lock
+
     def _dispatch(self, frames: list[AudioFrame]) -> None:
         for subscription in tuple(self._subscriptions):
             subscription._push(frames)
@@ -314,9 +324,17 @@ class VoiceReceiver:
         failures = self._feed_failures
         stats.drop_unattributed(reasons.INTERNAL_ERROR, failures - self._feed_failures_seen)
         self._feed_failures_seen = failures
-        if self._frames and self._loop is not None:
-            batch = self._frames.copy()
-            self._frames.clear()
+        if not self._frames:
+            return
+        batch = self._frames.copy()
+        self._frames.clear()
+        for sink in self._sinks:
+            try:
+                for frame in batch:
+                    sink(frame)
+            except Exception:
+                self._internal_error()
+        if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
                 self._loop.call_soon_threadsafe(self._dispatch, batch)
 

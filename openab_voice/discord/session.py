@@ -10,8 +10,10 @@ from typing import Any
 
 import discord
 
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import DaveStateChanged, VoiceConnected, VoiceDisconnected
+from openab_voice.bus.events import DaveStateChanged, SpeakerLeft, VoiceConnected, VoiceDisconnected
 from openab_voice.clock import Clock
 from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionOptions:
     receiver: ReceiverSettings
+    frontend: FrontEndSettings
     playback_enabled: bool
     playback_buffer_ms: int
     connect_timeout_s: float = 30.0
@@ -47,6 +50,13 @@ class VoiceSession:
             if options.playback_enabled
             else None
         )
+        # Decoded audio goes from the receive worker straight into the front end; what the bot plays
+        # is the front end's render reference (echo cancellation, echo gate).
+        self.frontend = FrontEnd(options.frontend, bus=bus, clock=clock, session_id=self.id)
+        self.receiver.add_frame_sink(self.frontend.push_capture)
+        if self.playback is not None:
+            self.playback.add_render_sink(self.frontend.push_render)
+        self._left = bus.subscribe(SpeakerLeft, self._on_speaker_left)
         self.voice_client: ReceivingVoiceClient | None = None
         self.channel: discord.VoiceChannel | discord.StageChannel | None = None
         self._closed = False
@@ -55,6 +65,7 @@ class VoiceSession:
         loop = asyncio.get_running_loop()
         self._bus.bind_loop(loop)
         self.receiver.start(loop)
+        self.frontend.start()
         self.channel = channel
         vc = await channel.connect(
             cls=receiving_voice_client(self.receiver, self._on_voice_op),
@@ -91,6 +102,10 @@ class VoiceSession:
         code = vc.voice_privacy_code
         return code or None
 
+    def _on_speaker_left(self, event: SpeakerLeft) -> None:
+        if event.session_id == self.id:
+            self.frontend.remove_speaker(event.speaker_id)
+
     def _on_voice_op(self, op: int, data: dict[str, Any]) -> None:
         if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH) and self.voice_client is not None:
             session = self.voice_client._connection.dave_session
@@ -113,6 +128,11 @@ class VoiceSession:
             "connected": self.voice_client is not None and self.voice_client.is_connected(),
             "dave": {"enabled": self.dave_enabled, "privacy_code": self.privacy_code},
             "playback_enabled": self.playback is not None,
+            "audio": {
+                "apm": self.frontend.settings.apm_provider,
+                "vad": self.frontend.settings.vad_provider,
+                "degraded": list(self.frontend.degraded_reasons),
+            },
             "speakers": snap.get("speakers", {}),
             "unattributed": snap.get("unattributed", {}),
         }
@@ -131,6 +151,8 @@ class VoiceSession:
             except (TimeoutError, discord.DiscordException):
                 log.warning("voice disconnect did not complete cleanly")
         await self.receiver.aclose()  # publishes the final ReceiveStatsUpdated
+        await self.frontend.aclose()
+        self._left.close()
         self._bus.publish(
             VoiceDisconnected(
                 at=self._clock.monotonic(),

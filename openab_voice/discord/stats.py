@@ -45,8 +45,8 @@ class SpeakerCounters:
         packets: authentic packets attributed to the speaker (before DAVE and the jitter buffer).
         decoded_frames: frames delivered, concealed ones included.
         decoded_ms: milliseconds of audio delivered, concealed audio included.
-        lost: frames never received and not concealed (gaps too long to conceal, talk-spurt resets).
-        concealed: frames synthesized by Opus FEC or PLC.
+        lost: packets never received (detected as sequence gaps), whether concealed or not.
+        concealed: frames synthesized by Opus FEC or PLC in place of lost packets (<= lost).
         dropped: packets dropped after attribution, by reason.
     """
 

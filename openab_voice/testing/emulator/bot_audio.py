@@ -1,0 +1,103 @@
+"""What the bot played, as the voice server receives it: transport-decrypted, DAVE-decrypted
+(when on) and Opus-decoded into 48 kHz stereo s16le for inspection.
+
+discord.py sends a 12-byte RTP header without extension, ``aead_*_rtpsize`` sealed with a 4-byte
+counter nonce (``VoiceClient._get_voice_packet``), and ends each playback with five Opus silence
+frames ``F8 FF FE`` (``AudioPlayer._send_silence``). Silence frames are counted, not appended, so a
+one-second tone yields one second of PCM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from discord.opus import Decoder, OpusError
+
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES
+from openab_voice.discord.rtp import OPUS_SILENCE
+from openab_voice.discord.transport import TransportCipher, open_packet
+from openab_voice.errors import OpenabError, PacketError
+
+_MAX_CONCEALED_GAP = 10  # frames; a longer hole is a new talk spurt, not loss
+_BYTES_PER_MS = DISCORD_FRAME_BYTES // 20
+
+DaveDecrypt = Callable[[bytes], bytes]
+
+
+class BotAudioSink:
+    """Receives the bot's RTP and keeps the decoded audio.
+
+    Attributes:
+        packets: RTP packets from the bot that decrypted and decoded.
+        silence_frames: Opus silence frames received (not part of :meth:`pcm`).
+        concealed_frames: frames synthesised by Opus PLC for sequence gaps.
+        decrypt_failures: packets whose transport or DAVE decryption failed.
+        decode_failures: packets that decrypted but were not valid Opus.
+        late_packets: duplicate or out-of-order packets that were dropped.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the audio and counters (decoders restart too)."""
+        self._chunks: list[bytes] = []
+        self._bytes = 0
+        self._decoders: dict[int, Decoder] = {}
+        self._last_seq: dict[int, int] = {}
+        self.packets = 0
+        self.silence_frames = 0
+        self.concealed_frames = 0
+        self.decrypt_failures = 0
+        self.decode_failures = 0
+        self.late_packets = 0
+
+    def pcm(self) -> bytes:
+        """Everything decoded so far: interleaved 48 kHz stereo s16le."""
+        return b"".join(self._chunks)
+
+    @property
+    def ms(self) -> float:
+        """Milliseconds of decoded (non-silence) audio."""
+        return self._bytes / _BYTES_PER_MS
+
+    def feed(self, packet: bytes, cipher: TransportCipher, dave: DaveDecrypt | None) -> None:
+        """Process one datagram from the bot; failures are counted, never raised."""
+        try:
+            header, payload = open_packet(cipher, packet)
+        except PacketError:
+            self.decrypt_failures += 1
+            return
+        last = self._last_seq.get(header.ssrc)
+        gap = 1 if last is None else (header.sequence - last) & 0xFFFF
+        if gap == 0 or gap > 0x8000:
+            self.late_packets += 1
+            return
+        self._last_seq[header.ssrc] = header.sequence
+        if payload == OPUS_SILENCE:
+            self.silence_frames += 1
+            return
+        if dave is not None:
+            try:
+                payload = dave(payload)
+            except OpenabError:
+                self.decrypt_failures += 1
+                return
+        decoder = self._decoders.get(header.ssrc)
+        if decoder is None:
+            # discord.py's Decoder.__init__ has no annotations.
+            decoder = self._decoders[header.ssrc] = Decoder()  # type: ignore[no-untyped-call]
+        try:
+            if 1 < gap <= _MAX_CONCEALED_GAP:
+                for _ in range(gap - 1):
+                    self._append(decoder.decode(None, fec=False))
+                    self.concealed_frames += 1
+            self._append(decoder.decode(payload, fec=False))
+        except OpusError:
+            self.decode_failures += 1
+            return
+        self.packets += 1
+
+    def _append(self, pcm: bytes) -> None:
+        self._chunks.append(pcm)
+        self._bytes += len(pcm)

@@ -1,0 +1,265 @@
+"""The main gateway (``wss://gateway.discord.gg/?v=10``): HELLO, heartbeats, IDENTIFY -> READY ->
+GUILD_CREATE, voice state updates, and dispatches to every identified session.
+
+Frames are sent as TEXT: discord.py only inflates ``bytes`` messages (``DiscordWebSocket.received_message``:
+``if type(msg) is bytes``), so ``compress=zlib-stream`` in the URL can be ignored. Each session has
+one writer task fed by a queue, so :meth:`GatewayHub.dispatch` is synchronous and ordered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import WSMsgType, web
+
+from openab_voice.testing.emulator import payloads
+from openab_voice.testing.emulator.models import GuildState
+from openab_voice.testing.emulator.wire import (
+    GatewayFrame,
+    IdentifyData,
+    JsonObject,
+    ResumeData,
+    UpdateVoiceStateData,
+    WireError,
+    parse,
+)
+
+log = logging.getLogger(__name__)
+
+OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_PRESENCE = 0, 1, 2, 3
+OP_VOICE_STATE, OP_RESUME, OP_RECONNECT, OP_REQUEST_MEMBERS = 4, 6, 7, 8
+OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 9, 10, 11
+# Close codes (Discord "Gateway Close Event Codes").
+CLOSE_UNKNOWN_ERROR, CLOSE_UNKNOWN_OPCODE, CLOSE_DECODE_ERROR, CLOSE_NOT_AUTHENTICATED = (
+    4000,
+    4001,
+    4002,
+    4003,
+)
+CLOSE_AUTH_FAILED, CLOSE_ALREADY_AUTHENTICATED = 4004, 4005
+# Intents the emulator honours when choosing what to dispatch.
+INTENT_GUILD_MEMBERS = 1 << 1
+INTENT_GUILD_VOICE_STATES = 1 << 7
+INTENT_GUILD_MESSAGES = 1 << 9
+INTENT_MESSAGE_CONTENT = 1 << 15
+HEARTBEAT_INTERVAL_MS = 41250
+GATEWAY_URL = "wss://gateway.discord.gg"
+
+VoiceStateHandler = Callable[[UpdateVoiceStateData], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Close:
+    code: int
+    reason: str
+
+
+class GatewaySession:
+    """One connected client websocket."""
+
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+        self.session_id: str | None = None
+        self.intents = 0
+        self.seq = 0
+        self._queue: asyncio.Queue[str | _Close | None] = asyncio.Queue()
+
+    @property
+    def identified(self) -> bool:
+        return self.session_id is not None
+
+    def send(self, op: int, d: object, *, event: str | None = None) -> None:
+        frame: JsonObject = {"op": op, "d": d, "s": None, "t": event}
+        if op == OP_DISPATCH:
+            self.seq += 1
+            frame["s"] = self.seq
+        self._queue.put_nowait(json.dumps(frame))
+
+    def close(self, code: int, reason: str) -> None:
+        self._queue.put_nowait(_Close(code, reason))
+
+    def stop(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def write_loop(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            if isinstance(item, _Close):
+                await self.ws.close(code=item.code, message=item.reason.encode())
+                return
+            try:
+                await self.ws.send_str(item)
+            except (ConnectionError, RuntimeError):  # peer went away mid-send
+                return
+
+
+class GatewayHub:
+    """Serves the main gateway and fans dispatches out to identified sessions.
+
+    Args:
+        state: the guild.
+        token: the accepted bot token.
+        on_voice_state: awaited with every validated op 4 from a client.
+    """
+
+    def __init__(self, state: GuildState, *, token: str, on_voice_state: VoiceStateHandler) -> None:
+        self._state = state
+        self._token = token
+        self._on_voice_state = on_voice_state
+        self._sessions: set[GatewaySession] = set()
+        self._intents_by_session_id: dict[str, int] = {}
+
+    @property
+    def connected(self) -> bool:
+        """Whether at least one client has identified."""
+        return any(s.identified for s in self._sessions)
+
+    def dispatch(self, event: str, data: JsonObject, *, intent: int | None = None) -> None:
+        """Send ``event`` to every identified session whose intents include ``intent``."""
+        for session in list(self._sessions):
+            if session.identified and (intent is None or session.intents & intent):
+                session.send(OP_DISPATCH, data, event=event)
+
+    def dispatch_message(self, event: str, message: JsonObject) -> None:
+        """MESSAGE_CREATE / MESSAGE_UPDATE under the GUILD_MESSAGES intent; without MESSAGE_CONTENT a
+        message from someone else arrives with empty content, as on Discord."""
+        author_id = int(message.get("author", {}).get("id", 0))
+        for session in list(self._sessions):
+            if not (session.identified and session.intents & INTENT_GUILD_MESSAGES):
+                continue
+            data = message
+            if author_id != self._state.ids.bot_user_id and not session.intents & INTENT_MESSAGE_CONTENT:
+                data = {**message, "content": "", "embeds": [], "attachments": [], "components": []}
+            session.send(OP_DISPATCH, data, event=event)
+
+    async def aclose(self) -> None:
+        """Close every session (1001 going away)."""
+        for session in list(self._sessions):
+            session.close(1001, "emulator shutting down")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """aiohttp handler for the gateway websocket."""
+        ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
+        await ws.prepare(request)
+        session = GatewaySession(ws)
+        self._sessions.add(session)
+        writer = asyncio.create_task(session.write_loop(), name="emulator-gateway-writer")
+        session.send(OP_HELLO, {"heartbeat_interval": HEARTBEAT_INTERVAL_MS, "_trace": ["emulator"]})
+        try:
+            async for msg in ws:
+                if msg.type is WSMsgType.TEXT:
+                    try:
+                        keep = await self._on_text(session, msg.data)
+                    except Exception:  # the emulator's own bug: report it, end this session cleanly
+                        log.exception("emulator gateway failed on %r", msg.data[:200])
+                        session.close(CLOSE_UNKNOWN_ERROR, "Unknown error.")
+                        keep = False
+                    if not keep:
+                        break
+                elif msg.type is WSMsgType.BINARY:
+                    session.close(CLOSE_DECODE_ERROR, "Decode error")
+                    break
+        finally:
+            self._sessions.discard(session)
+            session.stop()
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await writer
+            if not ws.closed:
+                await ws.close()
+        return ws
+
+    async def _on_text(self, session: GatewaySession, text: str) -> bool:
+        """Handle one client frame; False ends the session (a close was queued)."""
+        try:
+            frame = parse(GatewayFrame, json.loads(text), what="gateway frame")
+        except (json.JSONDecodeError, WireError):
+            session.close(CLOSE_DECODE_ERROR, "Decode error")
+            return False
+        op, data = frame["op"], frame["d"]
+        try:
+            if op == OP_HEARTBEAT:
+                session.send(OP_HEARTBEAT_ACK, None)
+            elif op == OP_IDENTIFY:
+                return self._identify(session, parse(IdentifyData, data, what="identify"))
+            elif op == OP_RESUME:
+                return self._resume(session, parse(ResumeData, data, what="resume"))
+            elif not session.identified:
+                session.close(CLOSE_NOT_AUTHENTICATED, "Not authenticated.")
+                return False
+            elif op == OP_VOICE_STATE:
+                await self._on_voice_state(parse(UpdateVoiceStateData, data, what="voice state update"))
+            elif op == OP_REQUEST_MEMBERS:
+                self._members_chunk(session, data)
+            elif op != OP_PRESENCE:
+                session.close(CLOSE_UNKNOWN_OPCODE, "Unknown opcode.")
+                return False
+        except WireError:
+            session.close(CLOSE_DECODE_ERROR, "Decode error")
+            return False
+        return True
+
+    def _identify(self, session: GatewaySession, data: IdentifyData) -> bool:
+        if session.identified:
+            session.close(CLOSE_ALREADY_AUTHENTICATED, "Already authenticated.")
+            return False
+        if data["token"].removeprefix("Bot ") != self._token:
+            session.close(CLOSE_AUTH_FAILED, "Authentication failed.")
+            return False
+        session.session_id = secrets.token_hex(16)
+        session.intents = data["intents"]
+        self._intents_by_session_id[session.session_id] = session.intents
+        state = self._state
+        bot = state.user(state.ids.bot_user_id)
+        ready = {
+            "v": 10,
+            "user": payloads.bot_user_payload(bot),
+            "guilds": [{"id": str(state.ids.guild_id), "unavailable": True}],
+            "session_id": session.session_id,
+            "session_type": "normal",
+            "resume_gateway_url": GATEWAY_URL,
+            "application": {"id": str(state.ids.application_id), "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+            "presences": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": [],
+            "user_settings": {},
+            "_trace": ["emulator"],
+        }
+        session.send(OP_DISPATCH, ready, event="READY")
+        session.send(OP_DISPATCH, payloads.guild_create(state), event="GUILD_CREATE")
+        return True
+
+    def _resume(self, session: GatewaySession, data: ResumeData) -> bool:
+        # No replay buffer: a resumed session continues from now on (events in between are lost,
+        # which a short-lived test cannot observe unless it forces a reconnect mid-dispatch).
+        intents = self._intents_by_session_id.get(data["session_id"])
+        if data["token"].removeprefix("Bot ") != self._token:
+            session.close(CLOSE_AUTH_FAILED, "Authentication failed.")
+            return False
+        if intents is None:
+            session.send(OP_INVALID_SESSION, False)
+            return True
+        session.session_id = data["session_id"]
+        session.intents = intents
+        session.seq = data["seq"] or 0
+        session.send(OP_DISPATCH, {"_trace": ["emulator"]}, event="RESUMED")
+        return True
+
+    def _members_chunk(self, session: GatewaySession, data: object) -> None:
+        nonce = data.get("nonce") if isinstance(data, dict) else None
+        chunk: JsonObject = {
+            "guild_id": str(self._state.ids.guild_id),
+            "members": [payloads.member_payload(self._state, u) for u in self._state.users.values()],
+            "chunk_index": 0,
+            "chunk_count": 1,
+            "not_found": [],
+        }
+        if nonce is not None:
+            chunk["nonce"] = nonce
+        session.send(OP_DISPATCH, chunk, event="GUILD_MEMBERS_CHUNK")

@@ -1,0 +1,220 @@
+"""One SSRC's audio towards the bot: Opus frames, DAVE, RTP sealing, impairments and pacing.
+
+Packets look like a real client's (notes §2.4): X bit set with a one-byte header extension whose
+``BE DE`` preamble is in the AAD and whose body is encrypted with the payload. Frame ``i`` is due at
+the absolute deadline ``start + i * 20 ms`` on the injected clock, so pacing never drifts; jitter
+delays a packet past its deadline, a "swap" sends it right after its successor. An utterance ends
+with five Opus silence frames, as Discord clients send.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from discord.opus import Encoder
+
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES, DISCORD_FRAME_SAMPLES, DISCORD_RATE
+from openab_voice.clock import Clock
+from openab_voice.discord.rtp import OPUS_SILENCE, build_header
+from openab_voice.discord.transport import cipher_for, seal_packet
+from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator.impairments import ImpairmentPlanner
+from openab_voice.testing.emulator.voice_connection import OP_SPEAKING, VoiceConnection
+
+FRAME_SECONDS = DISCORD_FRAME_SAMPLES / DISCORD_RATE
+SILENCE_FRAMES = 5
+# One RFC 6464 audio-level element (id 1, one byte), as Discord's clients attach to every packet.
+_AUDIO_LEVEL_EXTENSION = b"\x10\x7f"
+
+SendDatagram = Callable[[bytes, tuple[str, int]], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendReport:
+    """What one utterance did.
+
+    Attributes:
+        frames: audio frames in the utterance (20 ms each, the last one zero-padded).
+        silence_frames: trailing Opus silence frames.
+        sent: packets that went out.
+        dropped_by_impairment: packets the emulated network lost.
+        reordered: packets sent after their successor on purpose.
+        completed: False when the bot left the call before the utterance ended.
+    """
+
+    frames: int
+    silence_frames: int
+    sent: int
+    dropped_by_impairment: int
+    reordered: int
+    completed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamOptions:
+    """How to send one utterance.
+
+    Attributes:
+        speaking_user: announce ``op 5 {user_id, ssrc}`` for this user (``None``: never announce).
+        send_before_speaking: packets sent before that op 5.
+        dave_user: DAVE-encrypt as this group member (``None``: send raw Opus even in a DAVE call).
+        wrong_key: seal with a random transport key instead of the session's.
+    """
+
+    speaking_user: int | None
+    send_before_speaking: int = 0
+    dave_user: int | None = None
+    wrong_key: bool = False
+
+
+@dataclass(order=True, slots=True)
+class _Queued:
+    at: float
+    after_successor: int
+    index: int
+    packet: bytes = field(compare=False)
+
+
+class RtpStream:
+    """Sequence number, timestamp and encoder state of one SSRC, kept across utterances.
+
+    Args:
+        clock: paces the packets.
+        ssrc: the stream's SSRC.
+        rtp_start: initial ``(sequence, timestamp)``.
+        send: puts one datagram on the wire.
+    """
+
+    def __init__(self, *, clock: Clock, ssrc: int, rtp_start: tuple[int, int], send: SendDatagram) -> None:
+        self._clock = clock
+        self.ssrc = ssrc
+        self._seq, self._ts = rtp_start
+        self._send = send
+        self._last_sent_at: float | None = None
+        self._encoder: Encoder | None = None
+
+    async def stream(
+        self, conn: VoiceConnection, pcm: bytes, planner: ImpairmentPlanner, options: StreamOptions
+    ) -> SendReport:
+        """Send ``pcm`` (48 kHz stereo s16le) in real time; returns once the last packet left."""
+        frames = -(-len(pcm) // DISCORD_FRAME_BYTES)
+        total = frames + SILENCE_FRAMES
+        start = self._clock.monotonic()
+        self._advance_timestamp_over_pause(start)
+        pacer = _Pacer(self, conn, options)
+        held: _Queued | None = None
+        dropped = reordered = 0
+        for i in range(total):
+            due = start + i * FRAME_SECONDS
+            await pacer.drain(due)
+            await self.sleep_until(due)  # encode just in time, as a live microphone would
+            if conn.closed.is_set():
+                return pacer.report(frames, dropped, reordered, completed=False)
+            chunk = pcm[i * DISCORD_FRAME_BYTES : (i + 1) * DISCORD_FRAME_BYTES] if i < frames else None
+            packet = self._packet(conn, chunk, options)
+            fate = planner.next()
+            if fate.dropped:
+                dropped += 1
+                continue
+            item = _Queued(at=due + fate.extra_delay, after_successor=0, index=i, packet=packet)
+            if held is not None:  # the held packet goes right after this one
+                pacer.push(item)
+                pacer.push(_Queued(at=item.at, after_successor=1, index=held.index, packet=held.packet))
+                held = None
+            elif fate.swapped and i < total - 1:
+                held = item
+                reordered += 1
+            else:
+                pacer.push(item)
+        if held is not None:  # every later packet was lost: nothing to swap with
+            pacer.push(held)
+            reordered -= 1
+        await pacer.drain(float("inf"))
+        await pacer.announce()
+        return pacer.report(frames, dropped, reordered, completed=not conn.closed.is_set())
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep on the injected clock until the absolute ``deadline``."""
+        delay = deadline - self._clock.monotonic()
+        if delay > 0:
+            await self._clock.sleep(delay)
+
+    def emit(self, packet: bytes, address: tuple[str, int]) -> None:
+        """Put one packet on the wire now."""
+        self._send(packet, address)
+        self._last_sent_at = self._clock.monotonic()
+
+    def _advance_timestamp_over_pause(self, now: float) -> None:
+        # RTP timestamps keep counting through the silence between utterances (RFC 3550 §5.1).
+        if self._last_sent_at is not None and now > self._last_sent_at:
+            paused = int((now - self._last_sent_at) / FRAME_SECONDS)
+            self._ts = (self._ts + paused * DISCORD_FRAME_SAMPLES) & 0xFFFFFFFF
+
+    def _packet(self, conn: VoiceConnection, chunk: bytes | None, options: StreamOptions) -> bytes:
+        if conn.cipher is None or conn.mode is None:
+            raise EmulatorError("voice session has no key yet", code="EMULATOR_NOT_CONNECTED")
+        if chunk is None:
+            payload = OPUS_SILENCE
+        else:
+            if self._encoder is None:
+                self._encoder = Encoder()
+            payload = self._encoder.encode(chunk.ljust(DISCORD_FRAME_BYTES, b"\x00"), DISCORD_FRAME_SAMPLES)
+            if conn.dave is not None and options.dave_user is not None:
+                payload = conn.dave.encrypt(options.dave_user, payload)
+        header, extension = build_header(self._seq, self._ts, self.ssrc, extension=_AUDIO_LEVEL_EXTENSION)
+        self._seq = (self._seq + 1) & 0xFFFF
+        self._ts = (self._ts + DISCORD_FRAME_SAMPLES) & 0xFFFFFFFF
+        cipher = cipher_for(conn.mode, os.urandom(32)) if options.wrong_key else conn.cipher
+        return seal_packet(cipher, header, extension, payload, conn.next_nonce())
+
+
+class _Pacer:
+    """Sends queued packets at their deadlines and op 5 at the right moment."""
+
+    def __init__(self, stream: RtpStream, conn: VoiceConnection, options: StreamOptions) -> None:
+        self._stream = stream
+        self._conn = conn
+        self._options = options
+        self._queue: list[_Queued] = []
+        self._sent = 0
+        self._announced = options.speaking_user is None
+
+    def push(self, item: _Queued) -> None:
+        heapq.heappush(self._queue, item)
+
+    async def drain(self, before: float) -> None:
+        """Send every queued packet due before ``before``, each at its own deadline."""
+        stream, conn = self._stream, self._conn
+        while self._queue and self._queue[0].at < before:
+            item = heapq.heappop(self._queue)
+            await stream.sleep_until(item.at)
+            if self._sent >= self._options.send_before_speaking:
+                await self.announce()
+            if conn.closed.is_set() or conn.bot_addr is None:
+                self._queue.clear()
+                return
+            stream.emit(item.packet, conn.bot_addr)
+            self._sent += 1
+
+    async def announce(self) -> None:
+        """op 5 SPEAKING: the SSRC -> user mapping a receiver needs (Discord's only source of it)."""
+        if self._announced or self._conn.closed.is_set():
+            return
+        self._announced = True
+        user = self._options.speaking_user
+        await self._conn.send_json(
+            OP_SPEAKING, {"user_id": str(user), "ssrc": self._stream.ssrc, "speaking": 1}
+        )
+
+    def report(self, frames: int, dropped: int, reordered: int, *, completed: bool) -> SendReport:
+        return SendReport(
+            frames=frames,
+            silence_frames=SILENCE_FRAMES,
+            sent=self._sent,
+            dropped_by_impairment=dropped,
+            reordered=reordered,
+            completed=completed,
+        )

@@ -1,0 +1,429 @@
+"""``DiscordEmulator``: composes the loopback Discord and owns its lifecycle.
+
+Listeners (all on 127.0.0.1, ephemeral ports): one TLS port for REST and the main gateway (what
+``discord.com`` and ``gateway.discord.gg`` resolve to through :meth:`DiscordEmulator.client_connector`),
+one TLS port for the voice websocket (the VOICE_SERVER_UPDATE endpoint) and one UDP port for media.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import ssl
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import aiohttp
+from aiohttp import web
+
+from openab_voice.clock import Clock, SystemClock
+from openab_voice.discord.rtp import parse_header
+from openab_voice.errors import EmulatorError, PacketError
+from openab_voice.testing.emulator import certs, payloads
+from openab_voice.testing.emulator.bot_audio import BotAudioSink
+from openab_voice.testing.emulator.channels import ChannelApi
+from openab_voice.testing.emulator.commands import CommandRegistry
+from openab_voice.testing.emulator.config import EmulatorConfig
+from openab_voice.testing.emulator.gateway import INTENT_GUILD_MEMBERS, GatewayHub
+from openab_voice.testing.emulator.impairments import ImpairmentPlanner
+from openab_voice.testing.emulator.interactions import Interaction, InteractionRegistry
+from openab_voice.testing.emulator.models import GuildIds, GuildState, Snowflakes
+from openab_voice.testing.emulator.resolver import EmulatorResolver
+from openab_voice.testing.emulator.responses import discord_errors
+from openab_voice.testing.emulator.rest import IdentityApi
+from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, StreamOptions
+from openab_voice.testing.emulator.speakers import FakeSpeaker
+from openab_voice.testing.emulator.user_actions import UserActions
+from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
+from openab_voice.testing.emulator.voice_gateway import VoiceGateway
+from openab_voice.testing.emulator.voice_room import VoiceRoom
+from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
+from openab_voice.testing.emulator.waiting import HangGuard
+from openab_voice.testing.emulator.webhooks import WebhookApi
+from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = EmulatorConfig()
+
+
+class DiscordEmulator:
+    """A loopback Discord that an unmodified discord.py client logs into and talks to.
+
+    Args:
+        config: behaviour (DAVE, transport modes, impairments, seed, token).
+        clock: paces fake speakers and timestamps messages; the system clock by default.
+
+    Attributes:
+        config: the settings.
+        token: the bot token it accepts.
+        guild_id, text_channel_id, voice_channel_id, bot_user_id, application_id: the fixed ids.
+        recorder_user_id: the hidden DAVE group member the emulator decrypts the bot's audio as.
+        bot_audio: what the bot played, decoded.
+    """
+
+    def __init__(self, config: EmulatorConfig = DEFAULT_CONFIG, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self._clock: Clock = clock or SystemClock()
+        snowflakes = Snowflakes()
+        ids = GuildIds(
+            guild_id=snowflakes.next(),
+            text_channel_id=snowflakes.next(),
+            voice_channel_id=snowflakes.next(),
+            bot_user_id=snowflakes.next(),
+            application_id=snowflakes.next(),
+        )
+        self.recorder_user_id = snowflakes.next()
+        self._state = GuildState(ids, bot_name=config.bot_name, clock=self._clock, snowflakes=snowflakes)
+        self.token = config.token
+        self.guild_id = ids.guild_id
+        self.text_channel_id = ids.text_channel_id
+        self.voice_channel_id = ids.voice_channel_id
+        self.bot_user_id = ids.bot_user_id
+        self.application_id = ids.application_id
+        self._rng = random.Random(config.seed)
+        self._ssrcs: set[int] = set()
+        self.bot_audio = BotAudioSink()
+        self.unknown_packets = 0
+        self._commands = CommandRegistry(ids.application_id, snowflakes)
+        self._interactions = InteractionRegistry()
+        self._udp = VoiceUdpServer(self._on_media)
+        self._voice = VoiceGateway(
+            self._state,
+            config,
+            self._udp,
+            allocate_ssrc=self._allocate_ssrc,
+            recorder_id=self.recorder_user_id,
+        )
+        self._hub = GatewayHub(self._state, token=config.token, on_voice_state=self._on_voice_state)
+        self._room = VoiceRoom(self._state, self._hub, self._voice, self._udp)
+        self._actions = UserActions(self._state, self._commands, self._interactions, self._hub)
+        self._speakers: dict[int, FakeSpeaker] = {}
+        self._unmapped: dict[int, RtpStream] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runners: list[web.AppRunner] = []
+        self._material: certs.EmulatorCertificate | None = None
+        self._api_port = 0
+        self._phase: Literal["new", "running", "closed"] = "new"
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Generate the certificate and open the listeners.
+
+        Raises:
+            EmulatorError: ``EMULATOR_STATE`` when started twice or after close.
+        """
+        if self._phase != "new":
+            raise EmulatorError(f"cannot start an emulator that is {self._phase}", code="EMULATOR_STATE")
+        self._phase = "running"
+        try:
+            self._material = certs.generate_certificate()
+            server_ctx = certs.server_ssl_context(self._material)
+            api = web.Application(middlewares=[discord_errors])
+            api.add_routes(IdentityApi(self._state, self._commands, token=self.token).routes())
+            api.add_routes(ChannelApi(self._state, self._hub, token=self.token).routes())
+            api.add_routes(WebhookApi(self._state, self._interactions, self._hub).routes())
+            api.add_routes([web.get("/", self._hub.handle), web.get("/gateway", self._hub.handle)])
+            voice = web.Application(middlewares=[discord_errors])
+            voice.add_routes([web.get("/", self._voice.handle)])
+            self._api_port = await self._serve(api, server_ctx)
+            self._room.voice_port = await self._serve(voice, server_ctx)
+            await self._udp.start()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _serve(self, app: web.Application, ctx: ssl.SSLContext) -> int:
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        self._runners.append(runner)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+        await web.SockSite(runner, sock, ssl_context=ctx).start()
+        return port
+
+    async def aclose(self) -> None:
+        """Stop everything; idempotent. Close clients first, or they will try to reconnect."""
+        if self._phase == "closed":
+            return
+        self._phase = "closed"
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._hub.aclose()
+        await self._voice.aclose()
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        self._udp.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _require_running(self) -> None:
+        if self._phase != "running":
+            raise EmulatorError(f"the emulator is {self._phase}", code="EMULATOR_STATE")
+
+    # --- wiring a client ------------------------------------------------------------------------
+
+    def client_connector(self) -> aiohttp.TCPConnector:
+        """An aiohttp connector that routes discord.py's default URLs here; call inside the loop.
+
+        ``discord.com`` and ``gateway.discord.gg`` resolve to this emulator's TLS port (any other
+        name fails to resolve); TLS trusts only the emulator's CA. Pass it as
+        ``discord.Client(connector=...)``; the client's session owns and closes it.
+        """
+        self._require_running()
+        assert self._material is not None
+        resolver = EmulatorResolver({name: self._api_port for name in certs.SERVER_NAMES})
+        return aiohttp.TCPConnector(
+            resolver=resolver, ssl=certs.client_ssl_context(self._material), limit=0, use_dns_cache=False
+        )
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """An SSL context that trusts the emulator's CA (for clients built by hand)."""
+        self._require_running()
+        assert self._material is not None
+        return certs.client_ssl_context(self._material)
+
+    @property
+    def api_port(self) -> int:
+        """The TLS port serving REST and the main gateway."""
+        return self._api_port
+
+    @property
+    def voice_port(self) -> int:
+        """The TLS port serving the voice websocket."""
+        return self._room.voice_port
+
+    @property
+    def udp_port(self) -> int:
+        """The voice UDP port (in voice READY)."""
+        return self._udp.port
+
+    # --- users and speakers -----------------------------------------------------------------------
+
+    def _allocate_ssrc(self) -> int:
+        while True:
+            ssrc = self._rng.randrange(1, 0xFFFFFFFF)
+            if ssrc not in self._ssrcs and ssrc not in self._unmapped:
+                self._ssrcs.add(ssrc)
+                return ssrc
+
+    def add_user(self, user_id: int, name: str, *, bot: bool = False, in_voice: bool = True) -> FakeSpeaker:
+        """Add a guild member (before or after start); returns the speaker that talks as them.
+
+        Added while the bot is connected and ``in_voice``, the user joins the call as on Discord
+        (VOICE_STATE_UPDATE, op 11, and the DAVE commit); :meth:`FakeSpeaker.say` waits for that.
+        """
+        if self._phase == "closed":
+            raise EmulatorError("the emulator is closed", code="EMULATOR_STATE")
+        user = self._state.add_user(user_id, name, bot=bot, in_voice=False)
+        speaker = FakeSpeaker(
+            host=self._room,
+            clock=self._clock,
+            user_id=user_id,
+            name=name,
+            ssrc=self._allocate_ssrc(),
+            impairments=self.config.impairments(),
+            seed=self.config.seed * 1_000_003 + user_id,
+            rtp_start=(self._rng.randrange(0x10000), self._rng.randrange(0x100000000)),
+        )
+        self._speakers[user_id] = speaker
+        if self._phase == "running" and self._hub.connected:
+            member = {**payloads.member_payload(self._state, user), "guild_id": str(self.guild_id)}
+            self._hub.dispatch("GUILD_MEMBER_ADD", member, intent=INTENT_GUILD_MEMBERS)
+        if in_voice:
+            if self._phase == "running" and self._hub.connected:
+                self._room.mark_joined(user_id)
+                self._spawn(self._room.announce_join(user_id), f"emulator-join-{user_id}")
+            else:
+                self._state.set_voice(user_id, in_voice=True, session_id=f"voice-session-{user_id}")
+        return speaker
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("emulator background task %s failed", task.get_name(), exc_info=task.exception())
+
+    def speaker(self, user_id: int) -> FakeSpeaker:
+        """The speaker of a user added with :meth:`add_user`.
+
+        Raises:
+            EmulatorError: ``EMULATOR_UNKNOWN_USER``.
+        """
+        try:
+            return self._speakers[user_id]
+        except KeyError:
+            raise EmulatorError(f"no fake user {user_id}", code="EMULATOR_UNKNOWN_USER") from None
+
+    @property
+    def speakers(self) -> list[FakeSpeaker]:
+        """Every added user's speaker, in the order they were added."""
+        return list(self._speakers.values())
+
+    # --- voice ----------------------------------------------------------------------------------
+
+    async def _on_voice_state(self, data: UpdateVoiceStateData) -> None:
+        # The room is built after the hub it dispatches through, hence this indirection.
+        await self._room.on_bot_voice_state(data)
+
+    async def wait_voice_ready(self, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
+        """Wait until the bot's voice session is usable: SESSION_DESCRIPTION sent and, with DAVE on,
+        the bot's welcome transition executed.
+
+        Raises:
+            EmulatorError: ``EMULATOR_TIMEOUT``.
+        """
+        async with HangGuard(timeout, "the bot did not finish joining voice"):
+            conn = await self._voice.wait_ready()
+        return conn.info()
+
+    def bot_audio_pcm(self) -> bytes:
+        """Everything the bot played so far, decoded: 48 kHz stereo s16le (``bot_audio.pcm()``)."""
+        return self.bot_audio.pcm()
+
+    @property
+    def bot_audio_ms(self) -> float:
+        """Milliseconds of decoded bot audio, trailing silence frames excluded (``bot_audio.ms``)."""
+        return self.bot_audio.ms
+
+    def voice_session(self) -> VoiceSessionInfo | None:
+        """The current voice session, if the bot is connected."""
+        conn = self._voice.active
+        return conn.info() if conn is not None and conn.ready.is_set() else None
+
+    def _on_media(self, data: bytes, addr: Address) -> None:
+        try:
+            ssrc = parse_header(data).ssrc
+        except PacketError:
+            self.unknown_packets += 1
+            return
+        conn = self._voice.connection_for_ssrc(ssrc)
+        if conn is None or conn.cipher is None:
+            self.unknown_packets += 1
+            return
+        self.bot_audio.feed(data, conn.cipher, None if conn.dave is None else conn.dave.decrypt_from_bot)
+
+    async def send_raw_udp(self, data: bytes) -> None:
+        """Send an arbitrary datagram to the bot's voice socket from the voice server's port.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when the bot has no voice session.
+        """
+        conn = self._voice.active
+        if conn is None or conn.bot_addr is None:
+            raise EmulatorError("the bot has no voice session", code="EMULATOR_NOT_CONNECTED")
+        self._udp.send(data, conn.bot_addr)
+
+    async def send_unmapped_ssrc(
+        self,
+        ssrc: int,
+        pcm48k_stereo: bytes,
+        *,
+        loss: float | None = None,
+        reorder: float | None = None,
+        jitter_ms: float | None = None,
+    ) -> SendReport:
+        """Stream audio from an SSRC that no op 5 ever maps to a user (DAVE-encrypted by the hidden
+        recorder member when DAVE is on), correctly transport-sealed.
+
+        Raises:
+            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when ``ssrc`` belongs to a speaker or the bot;
+                ``EMULATOR_NOT_CONNECTED`` when the bot is not in voice.
+        """
+        if ssrc in self._ssrcs or not 0 < ssrc <= 0xFFFFFFFF:
+            raise EmulatorError(f"SSRC {ssrc} is taken or invalid", code="EMULATOR_BAD_INVOCATION")
+        if len(pcm48k_stereo) % 4:
+            raise EmulatorError("PCM must be whole 16-bit stereo samples", code="EMULATOR_BAD_AUDIO")
+        conn = await self._room.ready_connection()
+        stream = self._unmapped.get(ssrc)
+        if stream is None:
+            start = (self._rng.randrange(0x10000), self._rng.randrange(0x100000000))
+            stream = self._unmapped[ssrc] = RtpStream(
+                clock=self._clock, ssrc=ssrc, rtp_start=start, send=self._udp.send
+            )
+        impairments = self.config.impairments().override(loss=loss, reorder=reorder, jitter_ms=jitter_ms)
+        planner = ImpairmentPlanner(impairments, seed=self.config.seed * 1_000_003 + ssrc)
+        dave_user = None if conn.dave is None else self.recorder_user_id
+        return await stream.stream(
+            conn, pcm48k_stereo, planner, StreamOptions(speaking_user=None, dave_user=dave_user)
+        )
+
+    # --- interactions ---------------------------------------------------------------------------
+
+    async def invoke_command(
+        self,
+        user_id: int,
+        name: str,
+        *,
+        subcommand: str | None = None,
+        options: dict[str, Any] | None = None,
+        channel_id: int | None = None,
+    ) -> Interaction:
+        """Run a registered slash command as ``user_id`` (INTERACTION_CREATE type 2).
+
+        Args:
+            subcommand: ``"join"``, or ``"group sub"`` inside a subcommand group.
+            options: option values by name; user/channel/role options take ids.
+            channel_id: where it is invoked (the text channel by default).
+
+        Raises:
+            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when the command is not registered or the
+                options do not match its schema; ``EMULATOR_NOT_CONNECTED`` without a bot.
+        """
+        self._require_running()
+        return self._actions.invoke_command(
+            user_id, name, subcommand=subcommand, options=options, channel_id=channel_id
+        )
+
+    async def click_button(self, user_id: int, message_id: int, custom_id: str) -> Interaction:
+        """Click a button of a stored message as ``user_id`` (INTERACTION_CREATE type 3).
+
+        Raises:
+            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when the message has no such enabled button.
+        """
+        self._require_running()
+        return self._actions.click_button(user_id, message_id, custom_id)
+
+    def post_user_message(self, user_id: int, content: str, *, channel_id: int | None = None) -> JsonObject:
+        """A fake user writes in a channel (MESSAGE_CREATE); returns the stored message."""
+        self._require_running()
+        return self._actions.post_message(user_id, content, channel_id=channel_id)
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        """Every interaction sent to the bot, oldest first."""
+        return self._interactions.all()
+
+    # --- inspection -----------------------------------------------------------------------------
+
+    def messages(self, channel_id: int | None = None) -> list[JsonObject]:
+        """Stored (non-ephemeral) messages, oldest first; copies."""
+        return self._state.messages(channel_id)
+
+    def pins(self, channel_id: int | None = None) -> list[int]:
+        """Pinned message ids in pin order."""
+        return [mid for _, mid, _ in self._state.pinned(channel_id)]
+
+    @property
+    def registered_commands(self) -> list[JsonObject]:
+        """Every command the bot registered (global first, then guild)."""
+        return self._commands.all()
