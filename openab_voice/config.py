@@ -59,9 +59,12 @@ class Settings(BaseSettings):
 
     # --- audio front end ---
     apm_provider: Literal["webrtc", "webrtc-audio-processing", "disabled"] = Field(
-        default="webrtc", description="Echo cancellation / noise suppression / AGC provider ('disabled': dev only)."
+        default="webrtc",
+        description="Echo cancellation / noise suppression / AGC provider ('disabled': dev only).",
     )
-    vad_provider: Literal["silero", "webrtcvad"] = Field(default="silero", description="Voice activity detector.")
+    vad_provider: Literal["silero", "webrtcvad"] = Field(
+        default="silero", description="Voice activity detector."
+    )
     audio_rate: Literal[8000, 16000, 32000, 48000] = Field(
         default=16000, description="Internal mono sample rate after resampling (APM, VAD, STT)."
     )

@@ -16,5 +16,5 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[audio,dev]'
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,dev]'
 echo "set-up done: .venv is ready"

@@ -3,6 +3,7 @@
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
 from openab_voice.testing.emulator.clients import build_client, running_client
 from openab_voice.testing.emulator.config import EmulatorConfig
+from openab_voice.testing.emulator.echo import EchoPath
 from openab_voice.testing.emulator.impairments import Impairments
 from openab_voice.testing.emulator.interactions import Interaction, InteractionReply
 from openab_voice.testing.emulator.resolver import EmulatorResolver, UnknownHostError
@@ -15,6 +16,7 @@ from openab_voice.testing.emulator.wav import load_wav_48k_stereo
 __all__ = [
     "BotAudioSink",
     "DiscordEmulator",
+    "EchoPath",
     "EmulatorConfig",
     "EmulatorResolver",
     "FakeSpeaker",

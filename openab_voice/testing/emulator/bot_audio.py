@@ -17,6 +17,7 @@ from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.discord.rtp import OPUS_SILENCE
 from openab_voice.discord.transport import TransportCipher, open_packet
 from openab_voice.errors import OpenabError, PacketError
+from openab_voice.testing.emulator.echo import RoomAudio
 
 _MAX_CONCEALED_GAP = 10  # frames; a longer hole is a new talk spurt, not loss
 _BYTES_PER_MS = DISCORD_FRAME_BYTES // 20
@@ -41,6 +42,7 @@ class BotAudioSink:
 
     def reset(self) -> None:
         """Forget the audio and counters (decoders restart too)."""
+        self.room = RoomAudio()  # the same audio on a timeline, for speakers' echo
         self._chunks: list[bytes] = []
         self._bytes = 0
         self._decoders: dict[int, Decoder] = {}
@@ -61,8 +63,8 @@ class BotAudioSink:
         """Milliseconds of decoded (non-silence) audio."""
         return self._bytes / _BYTES_PER_MS
 
-    def feed(self, packet: bytes, cipher: TransportCipher, dave: DaveDecrypt | None) -> None:
-        """Process one datagram from the bot; failures are counted, never raised."""
+    def feed(self, packet: bytes, cipher: TransportCipher, dave: DaveDecrypt | None, arrival: float) -> None:
+        """Process one datagram from the bot, received at ``arrival``; failures are counted, never raised."""
         try:
             header, payload = open_packet(cipher, packet)
         except PacketError:
@@ -90,14 +92,15 @@ class BotAudioSink:
         try:
             if 1 < gap <= _MAX_CONCEALED_GAP:
                 for _ in range(gap - 1):
-                    self._append(decoder.decode(None, fec=False))
+                    self._append(decoder.decode(None, fec=False), arrival)
                     self.concealed_frames += 1
-            self._append(decoder.decode(payload, fec=False))
+            self._append(decoder.decode(payload, fec=False), arrival)
         except OpusError:
             self.decode_failures += 1
             return
         self.packets += 1
 
-    def _append(self, pcm: bytes) -> None:
+    def _append(self, pcm: bytes, arrival: float) -> None:
+        self.room.add(pcm, arrival)
         self._chunks.append(pcm)
         self._bytes += len(pcm)

@@ -21,6 +21,7 @@ from openab_voice.clock import Clock
 from openab_voice.discord.rtp import OPUS_SILENCE, build_header
 from openab_voice.discord.transport import cipher_for, seal_packet
 from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator.echo import EchoRenderer, mix_frame
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner
 from openab_voice.testing.emulator.voice_connection import OP_SPEAKING, VoiceConnection
 
@@ -97,9 +98,17 @@ class RtpStream:
         self._encoder: Encoder | None = None
 
     async def stream(
-        self, conn: VoiceConnection, pcm: bytes, planner: ImpairmentPlanner, options: StreamOptions
+        self,
+        conn: VoiceConnection,
+        pcm: bytes,
+        planner: ImpairmentPlanner,
+        options: StreamOptions,
+        echo: EchoRenderer | None = None,
     ) -> SendReport:
-        """Send ``pcm`` (48 kHz stereo s16le) in real time; returns once the last packet left."""
+        """Send ``pcm`` (48 kHz stereo s16le) in real time; returns once the last packet left.
+
+        With ``echo``, each frame is mixed just in time with the echo of what the bot played.
+        """
         frames = -(-len(pcm) // DISCORD_FRAME_BYTES)
         total = frames + SILENCE_FRAMES
         start = self._clock.monotonic()
@@ -114,6 +123,8 @@ class RtpStream:
             if conn.closed.is_set():
                 return pacer.report(frames, dropped, reordered, completed=False)
             chunk = pcm[i * DISCORD_FRAME_BYTES : (i + 1) * DISCORD_FRAME_BYTES] if i < frames else None
+            if echo is not None and chunk is not None:
+                chunk = mix_frame(chunk, echo.frame(due))
             packet = self._packet(conn, chunk, options)
             fate = planner.next()
             if fate.dropped:

@@ -233,6 +233,7 @@ class DiscordEmulator:
         user = self._state.add_user(user_id, name, bot=bot, in_voice=False)
         speaker = FakeSpeaker(
             host=self._room,
+            room=self.bot_audio.room,
             clock=self._clock,
             user_id=user_id,
             name=name,
@@ -320,7 +321,8 @@ class DiscordEmulator:
         if conn is None or conn.cipher is None:
             self.unknown_packets += 1
             return
-        self.bot_audio.feed(data, conn.cipher, None if conn.dave is None else conn.dave.decrypt_from_bot)
+        dave = None if conn.dave is None else conn.dave.decrypt_from_bot
+        self.bot_audio.feed(data, conn.cipher, dave, self._clock.monotonic())
 
     async def send_raw_udp(self, data: bytes) -> None:
         """Send an arbitrary datagram to the bot's voice socket from the voice server's port.

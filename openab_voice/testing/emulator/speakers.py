@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.clock import Clock
 from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator.echo import EchoPath, EchoRenderer, RoomAudio
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner, Impairments
 from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, StreamOptions
 from openab_voice.testing.emulator.voice_connection import VoiceConnection
@@ -44,6 +46,7 @@ class FakeSpeaker:
         self,
         *,
         host: SpeakerHost,
+        room: RoomAudio,
         clock: Clock,
         user_id: int,
         name: str,
@@ -53,6 +56,7 @@ class FakeSpeaker:
         rtp_start: tuple[int, int],
     ) -> None:
         self._host = host
+        self._room = room
         self.user_id = user_id
         self.name = name
         self.ssrc = ssrc
@@ -95,12 +99,14 @@ class FakeSpeaker:
         loss: float | None = None,
         reorder: float | None = None,
         jitter_ms: float | None = None,
+        echo: EchoPath | None = None,
     ) -> SendReport:
         """Stream PCM to the bot in real time (on the injected clock), DAVE-encrypted when the call is.
 
         Args:
             pcm48k_stereo: 48 kHz stereo s16le (see :func:`load_wav_48k_stereo`).
             send_before_speaking: send this many packets before op 5 SPEAKING (0: op 5 first).
+            echo: mix in the echo of the bot's playback through this path (double talk).
             loss: override the packet loss probability.
             reorder: override the probability of swapping a packet with the next.
             jitter_ms: override the random extra delay per packet.
@@ -113,7 +119,18 @@ class FakeSpeaker:
         options = StreamOptions(
             speaking_user=self.user_id, send_before_speaking=send_before_speaking, dave_user=self.user_id
         )
-        return await self._say(pcm48k_stereo, options, loss=loss, reorder=reorder, jitter_ms=jitter_ms)
+        return await self._say(
+            pcm48k_stereo, options, loss=loss, reorder=reorder, jitter_ms=jitter_ms, echo=echo
+        )
+
+    async def say_echo_only(self, seconds: float, echo: EchoPath) -> SendReport:
+        """Send ``seconds`` of nothing but the echo of the bot's playback (a speaker with an open mic
+        and no voice of their own: what must never interrupt the bot)."""
+        frames = max(1, round(seconds * 50))
+        options = StreamOptions(speaking_user=self.user_id, dave_user=self.user_id)
+        return await self._say(
+            bytes(DISCORD_FRAME_BYTES * frames), options, loss=None, reorder=None, jitter_ms=None, echo=echo
+        )
 
     async def say_with_wrong_key(
         self,
@@ -147,6 +164,7 @@ class FakeSpeaker:
         loss: float | None,
         reorder: float | None,
         jitter_ms: float | None,
+        echo: EchoPath | None = None,
     ) -> SendReport:
         if len(pcm) % 4:
             raise EmulatorError("PCM must be whole 16-bit stereo samples", code="EMULATOR_BAD_AUDIO")
@@ -158,4 +176,5 @@ class FakeSpeaker:
             self._utterances += 1
             # One reproducible random stream per (emulator seed, user, utterance).
             planner = ImpairmentPlanner(impairments, seed=self._seed * 1_000_003 + self._utterances)
-            return await self._rtp.stream(conn, pcm, planner, options)
+            renderer = EchoRenderer(self._room, echo) if echo is not None else None
+            return await self._rtp.stream(conn, pcm, planner, options, renderer)
