@@ -138,7 +138,8 @@ async def test_speaker_leaving_frees_state(clips: dict[int, bytes]) -> None:
 
 
 async def test_bad_packets_are_counted_and_never_stop_the_receiver(clips: dict[int, bytes]) -> None:
-    async with BotOnEmulator(settings(), EmulatorConfig(dave=True, seed=3), users={ALICE: "alice"}) as h:
+    quick_expiry = load_settings({}, pending_ttl_s=0.5)  # unmapped packets are given up on after 0.5 s
+    async with BotOnEmulator(quick_expiry, EmulatorConfig(dave=True, seed=3), users={ALICE: "alice"}) as h:
         emu = h.emulator
         rng = np.random.default_rng(0)
         for _ in range(20):
@@ -166,6 +167,8 @@ async def test_bad_packets_are_counted_and_never_stop_the_receiver(clips: dict[i
     assert unattributed.get("keepalive", 0) >= 1
     assert alice["dropped"].get("dave_decrypt_failed", 0) >= 5
     assert unattributed.get("transport_decrypt_failed", 0) >= 10  # the wrong-key packets
+    assert unattributed.get("unknown_ssrc_expired", 0) >= 10  # SSRC 4242 never mapped: dropped, not guessed
+    assert set(snap["speakers"]) == {str(ALICE)}
     assert "DAVE on" in status and "alice" in status
     corr, _ = best_correlation(track, envelope(clips[ALICE]), int(np.argmax(track > 0)), search=100)
     assert corr >= 0.9
