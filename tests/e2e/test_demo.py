@@ -1,0 +1,88 @@
+"""``openab-voice demo``: scenario file -> emulator + bot -> report and recordings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import wave
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from openab_voice.cli import main
+from openab_voice.config import load_settings
+from openab_voice.demo.runner import run_demo
+from openab_voice.demo.scenario import load_scenario
+from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator import EmulatorConfig
+from openab_voice.testing.harness import BotOnEmulator
+
+pytestmark = pytest.mark.e2e
+
+ASSETS = Path(str(resources.files("openab_voice.testing") / "assets"))
+
+
+def write_scenario(folder: Path, **overrides: object) -> Path:
+    (folder / "clips").mkdir()
+    shutil.copy(ASSETS / "alice.wav", folder / "clips" / "a.wav")
+    scenario = {
+        "dave": True,
+        "loss": 0.0,
+        "until": 4.2,
+        "speakers": [{"id": "1001", "name": "alice", "audio": [{"at": 0.3, "file": "clips/a.wav"}]}],
+        **overrides,
+    }
+    path = folder / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    return path
+
+
+async def test_demo_report_and_recordings(tmp_path: Path) -> None:
+    scenario = load_scenario(write_scenario(tmp_path))  # relative paths resolve against the scenario's folder
+    report = await run_demo(scenario, settings=load_settings({}), record_dir=tmp_path / "rec", quiet=True)
+    alice = report["speakers"]["1001"]
+    assert alice["name"] == "alice"
+    assert alice["packets"] >= 150 and alice["decoded_ms"] >= 3000
+    assert isinstance(alice["lost"], int) and isinstance(alice["concealed"], int)
+    assert alice["dropped"] == {}
+    assert report["dave"]["enabled"] is True and report["dave"]["privacy_code"]
+    assert 1700 <= report["bot_audio_ms"] <= 1900  # the 1.8 s greeting, decoded by the emulator
+    with wave.open(str(tmp_path / "rec" / "1001.wav")) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (48_000, 2, 2)
+        assert w.getnframes() >= 48_000 * 3
+
+
+def test_bad_scenarios_are_structured_errors(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, loss=0.9)
+    with pytest.raises(EmulatorError) as info:
+        load_scenario(path)
+    assert info.value.code == "SCENARIO_INVALID" and "loss" in info.value.message
+    path.write_text(json.dumps({"speakers": [{"id": "x1", "name": "a"}]}))
+    with pytest.raises(EmulatorError, match=r"speakers\.0\.id"):
+        load_scenario(path)
+    path.write_text(
+        json.dumps({"speakers": [{"id": "1", "name": "a", "audio": [{"at": 0, "file": "nope.wav"}]}]})
+    )
+    with pytest.raises(EmulatorError) as info:
+        load_scenario(path)
+    assert info.value.code == "SCENARIO_FILE_MISSING"
+    assert main(["demo", "--scenario", str(tmp_path / "missing.json")]) == 1
+
+
+def test_bundled_default_scenario_is_valid() -> None:
+    scenario = load_scenario(None)
+    assert scenario.dave and len(scenario.speakers) >= 2
+    assert any(item.send_before_speaking for s in scenario.speakers for item in s.audio)
+
+
+async def test_join_is_receive_only_by_default_and_leave_works() -> None:
+    async with BotOnEmulator(load_settings({}), EmulatorConfig(dave=False), users={1001: "alice"}) as h:
+        assert h.join_reply is not None and "listening only" in h.join_reply and "DAVE off" in h.join_reply
+        assert h.session.playback is None
+        status = await h.command("status")
+        assert "DAVE off" in status and "playback off" in status and "APM webrtc" in status
+        assert await h.command("leave") == "Left the voice channel."
+        assert h.bot.voice.get(h.emulator.guild_id) is None
+        assert await h.command("status") == "I am not in a voice channel."
+        assert await h.command("leave") == "I am not in a voice channel."
