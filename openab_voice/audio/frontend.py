@@ -392,6 +392,7 @@ class FrontEnd:
             while self._removed:
                 speaker, reason = self._removed.popleft()
                 self._stop(speaker, reason)
+            self._render_resampler.reset()  # free the native soxr stream deterministically
         self._deliver([])
         for stream in tuple(self._subscribers):
             stream.close()

@@ -215,6 +215,7 @@ class SpeakerPipeline:
             self._on_transition(transition, reason)
         self.apm.close()
         self.vad.close()
+        self._resampler.reset()  # frees the native soxr stream now, not whenever this object is collected
 
     def _on_transition(self, transition: VadTransition, reason: str = "silence") -> None:
         if transition.edge is VadEdge.START:
