@@ -62,9 +62,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_self_test(args: argparse.Namespace) -> int:
     result: dict[str, Any]
     if args.target == "audio":
+        from openab_voice.app import frontend_settings
         from openab_voice.audio.selftest import run_audio_self_test
+        from openab_voice.config import load_settings
 
-        result = run_audio_self_test()
+        # The configured providers are the ones tested: a disabled or missing one fails the check.
+        result = run_audio_self_test(frontend_settings(load_settings()))
     else:  # argparse restricts the choices
         raise AssertionError(args.target)
     if args.json:
@@ -84,9 +87,11 @@ def _bench_receive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.app import frontend_settings
     from openab_voice.bench.frontend import run
+    from openab_voice.config import load_settings
 
-    return run(seconds=args.seconds, speakers=args.speakers)
+    return run(seconds=args.seconds, speakers=args.speakers, settings=frontend_settings(load_settings()))
 
 
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
