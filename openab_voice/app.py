@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Protocol
 
 import aiohttp
@@ -16,9 +17,23 @@ from openab_voice.config import Settings
 from openab_voice.discord.bot import VoiceBot
 from openab_voice.discord.receiver import ReceiverSettings
 from openab_voice.discord.session import SessionOptions
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.settings import DialogueMode, DialogueSettings, negotiate
 from openab_voice.errors import ConfigError
+from openab_voice.providers.speech_registry import (
+    ChatConfig,
+    SttConfig,
+    TtsConfig,
+    chat_registry,
+    stt_registry,
+    tts_registry,
+)
 
 log = logging.getLogger(__name__)
+
+SMALL_MODEL_PROMPT = (
+    "You are a helpful voice assistant. Answer the last question in one or two short, plain sentences."
+)
 
 
 class EmulatorLink(Protocol):
@@ -51,6 +66,49 @@ def check_providers(settings: Settings, *, bus: EventBus, clock: Clock) -> None:
     FrontEnd(frontend_settings(settings), bus=bus, clock=clock)  # probes each provider in __init__
 
 
+def build_providers(settings: Settings) -> ConversationProviders:
+    """Create the configured providers (loads models: call once, at start-up).
+
+    Raises:
+        ProviderUnavailable: a configured provider cannot start; ``ENGINE_FULL_DUPLEX_UNAVAILABLE``
+            when full duplex was asked of providers that cannot do it.
+    """
+    providers = ConversationProviders()
+    if not settings.transcription_enabled:
+        return providers
+    providers.stt = stt_registry().create(settings.stt_provider, SttConfig(model=settings.stt_model))
+    if not settings.dialogue_enabled:
+        return providers
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    providers.tts = tts_registry().create(
+        settings.tts_provider,
+        TtsConfig(base_url=settings.openai_base_url, api_key=key, voice=settings.tts_voice),
+    )
+    providers.chat = chat_registry().create(
+        settings.chat_provider,
+        ChatConfig(
+            temperature=0.3,
+            model=settings.chat_model,
+            base_url=settings.openai_base_url,
+            api_key=key,
+            max_tokens=settings.chat_max_tokens,
+        ),
+    )
+    dialogue = DialogueSettings(mode=DialogueMode(settings.assistant_mode), wake_name=settings.wake_name)
+    if settings.system_prompt:
+        dialogue = replace(dialogue, system_prompt=settings.system_prompt)
+    elif settings.chat_provider == "llama":
+        # The offline 135M model follows a short, concrete instruction far better than the full prompt.
+        dialogue = replace(dialogue, system_prompt=SMALL_MODEL_PROMPT)
+    providers.dialogue, providers.capabilities = negotiate(
+        dialogue,
+        stt=providers.stt.capabilities,
+        tts=providers.tts.capabilities,
+        chat=providers.chat.capabilities,
+    )
+    return providers
+
+
 def session_options(settings: Settings) -> SessionOptions:
     return SessionOptions(
         frontend=frontend_settings(settings),
@@ -67,7 +125,12 @@ def session_options(settings: Settings) -> SessionOptions:
 
 
 def create_bot(
-    settings: Settings, *, bus: EventBus, clock: Clock, emulator: EmulatorLink | None = None
+    settings: Settings,
+    *,
+    bus: EventBus,
+    clock: Clock,
+    emulator: EmulatorLink | None = None,
+    providers: ConversationProviders | None = None,
 ) -> VoiceBot:
     """Build the client. Call inside the running event loop (the connector binds to it).
 
@@ -80,6 +143,7 @@ def create_bot(
         bus=bus,
         clock=clock,
         options=session_options(settings),
+        providers=providers,
         command_guild_id=settings.guild_id,
         connector=connector,
         guild_ready_timeout=0.1 if emulator is not None else 2.0,
@@ -100,10 +164,12 @@ async def run_bot(settings: Settings) -> None:
     clock = SystemClock()
     bus = EventBus()
     check_providers(settings, bus=bus, clock=clock)
-    bot = create_bot(settings, bus=bus, clock=clock)
+    providers = build_providers(settings)
+    bot = create_bot(settings, bus=bus, clock=clock, providers=providers)
     reporter = TerminalReporter(bus)
-    async with bot:
-        try:
+    try:
+        async with bot:
             await bot.start(token)
-        finally:
-            reporter.close()
+    finally:
+        reporter.close()
+        await providers.aclose()

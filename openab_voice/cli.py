@@ -68,12 +68,17 @@ def _cmd_self_test(args: argparse.Namespace) -> int:
 
         # The configured providers are the ones tested: a disabled or missing one fails the check.
         result = run_audio_self_test(frontend_settings(load_settings()))
-    else:  # argparse restricts the choices
-        raise AssertionError(args.target)
+    else:
+        from openab_voice.engine.selftest import run_agent_self_test
+
+        result = run_agent_self_test()
     if args.json:
         _print_json(result)
     else:
-        for check in result.get("checks", []):
+        checks = list(result.get("checks", []))
+        for turn in result.get("turns", []):
+            checks += [{**c, "name": f"{turn.get('name')}: {c.get('name')}"} for c in turn.get("checks", [])]
+        for check in checks:
             mark = "PASS" if check.get("passed") else "FAIL"
             print(f"{mark}  {check.get('name')}: {check.get('detail', '')}")
         print("passed" if result.get("passed") else "FAILED")
@@ -94,9 +99,16 @@ def _bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
     return run(seconds=args.seconds, speakers=args.speakers, settings=frontend_settings(load_settings()))
 
 
+def _bench_stt(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.stt import run
+
+    return run(utterances=args.utterances)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "receive": _bench_receive,
     "frontend": _bench_frontend,
+    "stt": _bench_stt,
 }
 
 
@@ -130,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check_config)
 
     p = sub.add_parser("self-test", help="run checks on the real local providers")
-    p.add_argument("target", choices=["audio"])
+    p.add_argument("target", choices=["audio", "agent"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_self_test)
 
@@ -141,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speakers", type=int, default=10, help="speakers to simulate")
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
+    p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
     p.set_defaults(func=_cmd_bench)
     return parser
 

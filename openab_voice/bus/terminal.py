@@ -18,6 +18,14 @@ from openab_voice.bus.events import (
     VoiceConnected,
     VoiceDisconnected,
 )
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    DialogueStateChanged,
+    InterruptionDetected,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TurnIgnored,
+)
 
 
 def describe(event: Event) -> str | None:
@@ -43,6 +51,19 @@ def describe(event: Event) -> str | None:
             return f"/{event.command} by {event.user_id}: {'ok' if event.ok else 'failed'} {event.detail}".rstrip()
         case ErrorRaised():
             return f"error {event.code}: {event.message}"
+        case TranscriptFinal():
+            return f"{event.speaker_id} said: {event.text!r}"
+        case TranscriptDiscarded():
+            return f"{event.speaker_id}: utterance discarded ({event.reason})"
+        case TurnIgnored():
+            return f"{event.speaker_id}: not a turn ({event.reason})"
+        case DialogueStateChanged():
+            return f"dialogue {event.previous} -> {event.state} ({event.cause})"
+        case BotUtteranceFinished():
+            cut = " [interrupted]" if event.interrupted else ""
+            return f"bot said: {event.spoken_text!r}{cut}"
+        case InterruptionDetected():
+            return f"{event.speaker_id} interrupted the bot while {event.state}"
         case ReceiveStatsUpdated():
             parts = [
                 f"{uid}: {s.get('packets', 0)} pkts {s.get('decoded_ms', 0.0) / 1000:.1f}s"

@@ -10,14 +10,18 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
       "seed": 0,               # impairment RNG seed
       "until": 12.0,           # the demo ends this long after the bot joined
       "greeting": true,        # the bot plays a short greeting after joining
+      "dialogue": true,        # the bot answers (offline STT -> LLM -> TTS); false: receive only
+      "bot_name": "Jarvis",    # the bot's display name, which is also its wake name
       "speakers": [
         {"id": "1001", "name": "alice",
-         "audio": [{"at": 0.5, "file": "a.wav", "send_before_speaking": 0}],
+         "audio": [{"at": 0.5, "file": "a.wav", "send_before_speaking": 0},
+                   {"at": 4.0, "say": "What time is it?"}],
          "leave_at": null}
       ]
     }
 
 ``file`` paths are relative to the scenario file's folder; any WAV rate / channel count works.
+``say`` is synthesized with the local Piper voice before the demo starts.
 ``send_before_speaking`` sends that many packets before the SSRC is announced (op 5).
 """
 
@@ -33,11 +37,20 @@ from openab_voice.errors import EmulatorError
 
 
 class AudioItem(BaseModel):
+    """One thing a speaker says: a WAV ``file`` or a ``say`` text synthesized with the Piper voice."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     at: float = Field(ge=0)
-    file: Path
+    file: Path | None = None
+    say: str | None = Field(default=None, min_length=1, max_length=1000)
     send_before_speaking: int = Field(default=0, ge=0, le=500)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AudioItem:
+        if (self.file is None) == (self.say is None):
+            raise ValueError("give exactly one of 'file' or 'say'")
+        return self
 
 
 class SpeakerSpec(BaseModel):
@@ -66,6 +79,8 @@ class Scenario(BaseModel):
     seed: int = 0
     until: float = Field(default=12.0, gt=0, le=3600)
     greeting: bool = True
+    dialogue: bool = True
+    bot_name: str = Field(default="Jarvis", min_length=1, max_length=32)
     speakers: list[SpeakerSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -108,6 +123,9 @@ def load_scenario(path: Path | None) -> Scenario:
     for spk in scenario.speakers:
         items = []
         for item in spk.audio:
+            if item.file is None:
+                items.append(item)
+                continue
             file = item.file if item.file.is_absolute() else (base / item.file).resolve()
             if not file.is_file():
                 raise EmulatorError(

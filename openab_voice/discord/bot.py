@@ -13,6 +13,7 @@ from openab_voice.clock import Clock
 from openab_voice.discord.commands import build_voice_group
 from openab_voice.discord.service import VoiceService
 from openab_voice.discord.session import SessionOptions
+from openab_voice.engine.bundle import ConversationProviders
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ class VoiceBot(discord.Client):
         bus: EventBus,
         clock: Clock,
         options: SessionOptions,
+        providers: ConversationProviders | None = None,
         command_guild_id: int | None = None,
         connector: aiohttp.BaseConnector | None = None,
         guild_ready_timeout: float = 2.0,
@@ -34,7 +36,7 @@ class VoiceBot(discord.Client):
         super().__init__(intents=intents, connector=connector, guild_ready_timeout=guild_ready_timeout)
         self.bus = bus
         self.clock = clock
-        self.voice = VoiceService(bus=bus, clock=clock, options=options)
+        self.voice = VoiceService(bus=bus, clock=clock, options=options, providers=providers)
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(build_voice_group(self.voice, bus=bus, clock=clock))
         self._command_guild_id = command_guild_id

@@ -87,6 +87,9 @@ class Playback:
         self._lock = threading.Lock()
         self._frames: collections.deque[tuple[_Utterance, bytes]] = collections.deque()
         self._utterances: collections.deque[_Utterance] = collections.deque()
+        # Recently finished (played out or interrupted) utterances: a write racing an interrupt is
+        # dropped quietly instead of failing the response that was just cut.
+        self._finished: collections.OrderedDict[str, _Utterance] = collections.OrderedDict()
         self._render_sinks: list[Callable[[AudioFrame], None]] = []
         self._render_ids = itertools.count()
         self._ids = itertools.count(1)
@@ -120,7 +123,10 @@ class Playback:
         return utt.id
 
     async def write(self, utterance_id: str, pcm: bytes) -> None:
-        """Append 48 kHz stereo s16le PCM; waits while the buffer is full. A partial last frame is padded."""
+        """Append 48 kHz stereo s16le PCM; waits while the buffer is full. A partial last frame is padded.
+
+        Audio for an utterance that already finished (it was interrupted) is dropped.
+        """
         utt = self._find(utterance_id)
         for start in range(0, len(pcm), DISCORD_FRAME_BYTES):
             frame = pcm[start : start + DISCORD_FRAME_BYTES]
@@ -185,6 +191,9 @@ class Playback:
         for utt in self._utterances:
             if utt.id == utterance_id:
                 return utt
+        finished = self._finished.get(utterance_id)
+        if finished is not None:
+            return finished
         raise VoiceError(f"unknown or finished utterance {utterance_id!r}", code="VOICE_UTTERANCE_UNKNOWN")
 
     def _ensure_playing(self) -> None:
@@ -246,6 +255,9 @@ class Playback:
     def _complete(self, utt: _Utterance, *, interrupted: bool) -> PlaybackResult | None:
         if utt in self._utterances:
             self._utterances.remove(utt)
+        self._finished[utt.id] = utt
+        while len(self._finished) > 64:
+            self._finished.popitem(last=False)
         if utt.future.done():
             return None
         result = PlaybackResult(utterance_id=utt.id, played_ms=utt.played * FRAME_MS, interrupted=interrupted)

@@ -9,13 +9,22 @@ import discord
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.discord.session import SessionOptions, VoiceSession
+from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import VoiceError
 
 
 class VoiceService:
     """At most one :class:`VoiceSession` per guild."""
 
-    def __init__(self, *, bus: EventBus, clock: Clock, options: SessionOptions) -> None:
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        options: SessionOptions,
+        providers: ConversationProviders | None = None,
+    ) -> None:
+        self._providers = providers
         self._bus = bus
         self._clock = clock
         self._options = options
@@ -39,7 +48,9 @@ class VoiceService:
                     return existing
                 await existing.aclose(reason="moved")
                 self._sessions.pop(channel.guild.id, None)
-            session = VoiceSession(bus=self._bus, clock=self._clock, options=self._options)
+            session = VoiceSession(
+                bus=self._bus, clock=self._clock, options=self._options, providers=self._providers
+            )
             try:
                 await session.connect(channel)
             except (TimeoutError, discord.DiscordException, OSError) as exc:

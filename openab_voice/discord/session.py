@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import discord
@@ -17,12 +17,17 @@ from openab_voice.bus.events import DaveStateChanged, SpeakerLeft, VoiceConnecte
 from openab_voice.clock import Clock
 from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.roster import ChannelRoster
 from openab_voice.discord.voice_client import (
     OP_DAVE_EXECUTE_TRANSITION,
     OP_DAVE_PREPARE_EPOCH,
     ReceivingVoiceClient,
     receiving_voice_client,
 )
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.transcriber import Transcriber
+from openab_voice.tools.registry import default_tools
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +44,18 @@ class SessionOptions:
 class VoiceSession:
     """Owns everything tied to one joined voice channel. Close is idempotent."""
 
-    def __init__(self, *, bus: EventBus, clock: Clock, options: SessionOptions) -> None:
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        options: SessionOptions,
+        providers: ConversationProviders | None = None,
+    ) -> None:
         self.id = uuid.uuid4().hex[:12]
+        self._providers = providers or ConversationProviders()
+        self.transcriber: Transcriber | None = None
+        self.conversation: ConversationManager | None = None
         self._bus = bus
         self._clock = clock
         self._options = options
@@ -76,6 +91,7 @@ class VoiceSession:
         self.voice_client = vc
         if self.playback is not None:
             self.playback.attach(vc, loop)
+        await self._start_conversation(channel, vc)
         self._bus.publish(
             VoiceConnected(
                 at=self._clock.monotonic(),
@@ -88,6 +104,47 @@ class VoiceSession:
                 transport_mode=str(vc.mode),
             )
         )
+
+    async def _start_conversation(
+        self, channel: discord.VoiceChannel | discord.StageChannel, vc: ReceivingVoiceClient
+    ) -> None:
+        """Transcription (default) and, when configured, the spoken dialogue for this channel."""
+        providers = self._providers
+        if providers.stt is None:
+            return
+        self.transcriber = Transcriber(
+            providers.stt,
+            bus=self._bus,
+            clock=self._clock,
+            settings=providers.transcriber,
+            session_id=self.id,
+        )
+        self.transcriber.start(self.frontend.subscribe())
+        if (
+            providers.dialogue is None
+            or providers.chat is None
+            or providers.tts is None
+            or self.playback is None
+        ):
+            return
+        me = channel.guild.me
+        dialogue = replace(
+            providers.dialogue,
+            bot_user_id=str(me.id),
+            wake_name=providers.dialogue.wake_name or me.display_name,
+        )
+        self.conversation = ConversationManager(
+            bus=self._bus,
+            clock=self._clock,
+            chat=providers.chat,
+            tts=providers.tts,
+            output=self.playback,
+            tools=default_tools(self._clock),
+            roster=ChannelRoster(channel, me.id),
+            settings=dialogue,
+            session_id=self.id,
+        )
+        await self.conversation.start()
 
     @property
     def dave_enabled(self) -> bool:
@@ -105,6 +162,8 @@ class VoiceSession:
     def _on_speaker_left(self, event: SpeakerLeft) -> None:
         if event.session_id == self.id:
             self.frontend.remove_speaker(event.speaker_id)
+            if self.transcriber is not None:
+                self.transcriber.remove_speaker(event.speaker_id)
 
     def _on_voice_op(self, op: int, data: dict[str, Any]) -> None:
         if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH) and self.voice_client is not None:
@@ -141,6 +200,10 @@ class VoiceSession:
         if self._closed:
             return
         self._closed = True
+        if self.conversation is not None:
+            await self.conversation.aclose()
+        if self.transcriber is not None:
+            await self.transcriber.aclose()
         if self.playback is not None:
             await self.playback.aclose()
         vc = self.voice_client

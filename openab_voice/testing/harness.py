@@ -20,6 +20,7 @@ from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
 from openab_voice.discord.bot import VoiceBot
 from openab_voice.discord.session import VoiceSession
+from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
 from openab_voice.testing.recorder import Recorder
@@ -38,10 +39,12 @@ class BotOnEmulator:
         users: dict[int, str],
         clock: Clock | None = None,
         bus: EventBus | None = None,
+        providers: ConversationProviders | None = None,
     ) -> None:
         if not users:
             raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
         self.settings = settings
+        self.providers = providers
         self.clock = clock or SystemClock()
         self.bus = bus or EventBus()
         self.emulator = DiscordEmulator(config, clock=self.clock)
@@ -82,7 +85,9 @@ class BotOnEmulator:
     async def _start(self) -> None:
         self.bus.bind_loop(asyncio.get_running_loop())
         await self.emulator.start()
-        self._bot = create_bot(self.settings, bus=self.bus, clock=self.clock, emulator=self.emulator)
+        self._bot = create_bot(
+            self.settings, bus=self.bus, clock=self.clock, emulator=self.emulator, providers=self.providers
+        )
         await self._bot.login(self.emulator.token)
         self._bot_task = asyncio.create_task(self._bot.connect(reconnect=False), name="discord-bot")
         await self._wait(self._bot.wait_until_ready(), "the bot did not become ready")

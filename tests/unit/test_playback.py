@@ -110,3 +110,15 @@ async def test_unattached_playback_is_a_structured_error() -> None:
     with pytest.raises(VoiceError) as info:
         playback.begin()
     assert info.value.code == "VOICE_PLAYBACK_UNAVAILABLE"
+
+
+async def test_write_racing_an_interrupt_is_dropped_not_an_error(setup) -> None:
+    playback, host, _ = setup
+    uid = playback.begin()
+    await playback.write(uid, frames(2))
+    playback.interrupt()
+    await playback.write(uid, frames(2))  # the response's next chunk arrives just after the cut
+    assert playback.queued_ms == 0
+    assert (await playback.finish(uid)).interrupted
+    with pytest.raises(VoiceError):
+        await playback.write("never-begun", frames(1))

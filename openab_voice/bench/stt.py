@@ -1,0 +1,265 @@
+"""Streaming speech-to-text benchmark: first stable partial, final latency and WER on Piper speech.
+
+Prepared, not timed: one speaker's timeline (the shipped clips ``alice``, ``bob``, ``far_end`` in
+turn, ``utterances`` of them, each after 1 s of silence) goes through the real audio front end
+(configured APM + VAD) on a fake clock, giving exactly the processed frames the transcriber would
+receive, with the VAD's real onset and end-of-speech decisions.
+
+Timed: the frames are replayed through the :class:`~openab_voice.engine.transcriber.Transcriber`'s
+synchronous core on a second fake clock advanced frame by frame (a 20 ms frame becomes available at
+its end). Every decode the core asks for runs for real, timed with ``clock.perf_ns``, and its
+result is delivered on the fake timeline at its start plus the measured duration, so decode time
+shows up in every latency exactly as it would live (decodes run one at a time, as the transcriber
+schedules them on 2 cores).
+
+Reported: first stable partial (the transcriber's ``first_stable_partial_ms``: from the utterance's
+onset frame; also from the clip's true speech onset), final latency (from the end of speech the
+VAD declared; also from the true end, which adds the VAD's minimum silence), WER of the finals,
+per-decode times, and one fast-path vs padded (30 s) final decode of each clip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from typing import Any
+
+import numpy as np
+
+from openab_voice.audio import scenes
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import Event
+from openab_voice.clock import FakeClock, perf_ns
+from openab_voice.engine.events import (
+    LatencyMeasured,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from openab_voice.engine.transcriber import DecodeJob, Transcriber, TranscriberSettings, normalize_words
+from openab_voice.providers.speech import Hypothesis, SpeechToText
+from openab_voice.providers.speech_registry import SttConfig
+from openab_voice.providers.stt_faster_whisper import create
+
+__all__ = ["CLIPS", "TARGET_FIRST_STABLE_MS", "run", "word_error_rate"]
+
+TARGET_FIRST_STABLE_MS = 800.0
+# What Piper was asked to say for each shipped clip (scripts/make_assets.py).
+CLIPS: dict[str, str] = {
+    "alice": "Hello, can you tell me what time it is in Tokyo right now?",
+    "bob": "I think we should schedule the meeting for next Tuesday afternoon.",
+    "far_end": "Sure, the build finished a few minutes ago, and all of the integration tests passed.",
+}
+_GAP_S = 1.0
+_SPEAKER = "bench-speaker"
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """Word-level Levenshtein distance over the reference length (case and punctuation ignored)."""
+    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
+    row = list(range(len(hyp) + 1))
+    for i, word in enumerate(ref, 1):
+        diagonal, row[0] = row[0], i
+        for j, other in enumerate(hyp, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (word != other))
+    return row[len(hyp)] / max(1, len(ref))
+
+
+def _stats(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "max": None}
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        "n": len(values),
+        "p50": round(float(np.percentile(arr, 50)), 1),
+        "p95": round(float(np.percentile(arr, 95)), 1),
+        "max": round(float(arr.max()), 1),
+    }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spoken:
+    clip: str
+    onset: float  # true speech onset / end on the timeline (clip's active span)
+    end: float
+
+
+def _timeline(utterances: int, start: float) -> tuple[np.ndarray, list[_Spoken]]:
+    parts, spoken, t = [], [], start
+    names = list(CLIPS)
+    for i in range(utterances):
+        name = names[i % len(names)]
+        clip = scenes.load_clip(name)
+        lo, hi = scenes.active_span(clip)
+        parts += [scenes.silence(_GAP_S), clip]
+        spoken.append(_Spoken(name, t + _GAP_S + lo, t + _GAP_S + hi))
+        t += _GAP_S + clip.size / scenes.CLIP_RATE
+    parts.append(scenes.silence(_GAP_S))
+    return np.concatenate(parts), spoken
+
+
+def _front_end(samples: np.ndarray, start: float, settings: FrontEndSettings) -> list[ProcessedFrame]:
+    clock = FakeClock(start)
+    frontend = FrontEnd(settings, bus=EventBus(), clock=clock)
+    out: list[ProcessedFrame] = []
+    for frame in scenes.discord_frames(samples, speaker_id=_SPEAKER, start_time=start):
+        frontend.push_capture(frame)
+        out += frontend.process_pending()
+        clock.advance(frame.duration)
+    frontend.remove_speaker(_SPEAKER)
+    frontend.process_pending()
+    return out
+
+
+class _Replay:
+    """Runs the decodes a transcriber asks for and delivers each at start + measured duration."""
+
+    def __init__(self, transcriber: Transcriber, stt: SpeechToText, clock: FakeClock) -> None:
+        self._transcriber, self._stt, self._clock = transcriber, stt, clock
+        self._pending: list[tuple[float, int, DecodeJob, Hypothesis | BaseException]] = []
+        self._order = itertools.count()
+        self.decode_ms: dict[str, list[float]] = {"partial": [], "final": []}
+
+    def start(self, jobs: list[DecodeJob]) -> None:
+        for job in jobs:
+            began = perf_ns()
+            result: Hypothesis | BaseException
+            try:
+                result = self._stt.transcribe(job.samples, final=job.final)
+            except Exception as exc:  # delivered to the transcriber, which reports it
+                result = exc
+            seconds = (perf_ns() - began) / 1e9
+            self.decode_ms["final" if job.final else "partial"].append(seconds * 1000.0)
+            done = self._clock.monotonic() + seconds
+            heapq.heappush(self._pending, (done, next(self._order), job, result))
+
+    def advance_to(self, when: float) -> None:
+        while self._pending and self._pending[0][0] <= when:
+            done, _, job, result = heapq.heappop(self._pending)
+            self._clock.advance(max(0.0, done - self._clock.monotonic()))
+            self.start(self._transcriber.complete(job, result))
+        self._clock.advance(max(0.0, when - self._clock.monotonic()))
+
+    def drain(self) -> None:
+        while self._pending:
+            self.advance_to(self._pending[0][0])
+
+
+def _fast_vs_padded(config: SttConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode in ("fast", "padded"):
+        stt = create(dataclasses.replace(config, final_mode=mode))
+        times, errors = [], []
+        try:
+            for name, text in CLIPS.items():
+                clip = scenes.load_clip(name)
+                began = perf_ns()
+                hyp = stt.transcribe(clip, final=True)
+                times.append((perf_ns() - began) / 1e6)
+                errors.append(word_error_rate(text, hyp.text))
+        finally:
+            stt.close()
+        out[mode] = {"final_ms": _stats(times), "wer": round(float(np.mean(errors)), 3)}
+    return out
+
+
+def run(
+    *,
+    utterances: int = 5,
+    config: SttConfig | None = None,
+    settings: TranscriberSettings | None = None,
+    frontend: FrontEndSettings | None = None,
+    compare_padded: bool = True,
+) -> dict[str, Any]:
+    """Benchmark streaming transcription of ``utterances`` Piper utterances.
+
+    Returns:
+        A JSON-friendly dict: first-stable-partial and final latencies (P50/P95/max), WER, decode
+        times, the fast-vs-padded comparison and whether P50 first stable partial is within 800 ms.
+
+    Raises:
+        ProviderUnavailable: the model or a front-end provider is missing.
+    """
+    if utterances < 1:
+        raise ValueError("need at least one utterance")
+    config = config or SttConfig()
+    settings = settings or TranscriberSettings()
+    start = 1000.0
+    samples, spoken = _timeline(utterances, start)
+    frames = _front_end(samples, start, frontend or FrontEndSettings())
+
+    stt = create(config)
+    bus, clock = EventBus(), FakeClock(start)
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    transcriber = Transcriber(stt, bus=bus, clock=clock, settings=settings)
+    replay = _Replay(transcriber, stt, clock)
+    try:
+        for frame in frames:
+            replay.advance_to(frame.frame.timestamp + frame.frame.duration)
+            replay.start(transcriber.push(frame))
+        replay.start(transcriber.flush())
+        replay.drain()
+    finally:
+        stt.close()
+    result = _report(events, spoken, replay.decode_ms, stt_stats=dict(getattr(stt, "stats", {})))
+    result.update(model=config.model_path or config.model, compute_type=config.compute_type)
+    result.update(cpu_threads=config.cpu_threads, settings=dataclasses.asdict(settings))
+    if compare_padded:
+        result["fast_vs_padded_final"] = _fast_vs_padded(config)
+    return result
+
+
+def _report(
+    events: list[Event],
+    spoken: list[_Spoken],
+    decode_ms: dict[str, list[float]],
+    *,
+    stt_stats: dict[str, int],
+) -> dict[str, Any]:
+    def owner(audio_start: float) -> int:
+        # The utterance belongs to the clip whose speech it starts in (or just before: pre-roll).
+        return min(range(len(spoken)), key=lambda i: abs(spoken[i].onset - audio_start))
+
+    finals = [e for e in events if isinstance(e, TranscriptFinal)]
+    discarded = [e for e in events if isinstance(e, TranscriptDiscarded)]
+    stable = [e for e in events if isinstance(e, LatencyMeasured) and e.metric == "first_stable_partial_ms"]
+    first_stable: dict[str, TranscriptPartial] = {}
+    for event in events:
+        if isinstance(event, TranscriptPartial) and event.stable:
+            first_stable.setdefault(event.utterance_id, event)
+    texts: dict[int, list[str]] = {i: [] for i in range(len(spoken))}
+    final_ms, after_end_ms, per = [], [], []
+    for final in finals:
+        i = owner(final.audio_start)
+        texts[i].append(final.text)
+        final_ms.append((final.at - final.audio_end) * 1000.0)
+        after_end_ms.append((final.at - spoken[i].end) * 1000.0)
+    from_onset = [(p.at - spoken[owner(p.audio_start)].onset) * 1000.0 for p in first_stable.values()]
+    errors, words = 0.0, 0
+    for i, item in enumerate(spoken):
+        reference = CLIPS[item.clip]
+        wer = word_error_rate(reference, " ".join(texts[i]))
+        errors += wer * len(normalize_words(reference))
+        words += len(normalize_words(reference))
+        per.append({"clip": item.clip, "text": " ".join(texts[i]), "wer": round(wer, 3)})
+    p50 = _stats([e.value_ms for e in stable])["p50"]
+    return {
+        "utterances": len(spoken),
+        "finals": len(finals),
+        "discarded": [e.reason for e in discarded],
+        "first_stable_partial_ms": _stats([e.value_ms for e in stable]),
+        "first_stable_from_true_onset_ms": _stats(from_onset),
+        "final_latency_ms": _stats(final_ms),
+        "final_after_true_speech_end_ms": _stats(after_end_ms),
+        "wer": round(errors / max(1, words), 3),
+        "decode_ms": {kind: _stats(values) for kind, values in decode_ms.items()},
+        "provider_decodes": stt_stats,
+        "target_first_stable_ms": TARGET_FIRST_STABLE_MS,
+        "meets_target": p50 is not None and p50 <= TARGET_FIRST_STABLE_MS,
+        "per_utterance": per,
+    }

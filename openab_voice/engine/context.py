@@ -1,0 +1,157 @@
+"""Short-term conversation context for one voice channel.
+
+What the model sees is what happened in the room:
+
+* user turns, attributed to their speaker (``name`` on the message and the name at the start of
+  its text, since many chat templates drop ``name``);
+* for each turn, only the assistant text that was *heard*: sentences whose audio was fully played.
+  Interrupted or failed speech never enters (the manager commits through :meth:`record_heard` with
+  what the playback position covers, nothing else);
+* channel notes: things humans said to each other, not to the bot, kept as context it must not
+  answer.
+
+Bounded: the newest ``max_turns`` turns and ``max_notes`` notes. Tool calls and results live only as
+long as the response that made them. Not thread-safe: the conversation manager's loop owns it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from openab_voice.providers.speech import ChatMessage
+
+__all__ = ["ChannelNote", "Exchange", "ShortTermContext", "UserUtterance"]
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserUtterance:
+    """A user turn: a final transcript the turn policy accepted."""
+
+    turn_id: str
+    speaker_id: str
+    speaker_name: str
+    text: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelNote:
+    """A human's words not addressed to the bot."""
+
+    speaker_id: str
+    speaker_name: str
+    text: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange:
+    """One user turn and the part of the bot's reply that was heard."""
+
+    user: UserUtterance
+    assistant: str = ""
+
+
+def message_name(display_name: str) -> str | None:
+    """A display name in the form chat APIs accept for ``name`` (``^[A-Za-z0-9_-]{1,64}$``)."""
+    safe = _NAME_UNSAFE.sub("_", display_name).strip("_")[:64]
+    return safe or None
+
+
+class ShortTermContext:
+    """The bounded, heard-only conversation history.
+
+    Args:
+        system_prompt: the first message of every request.
+        max_turns: user turns kept.
+        max_notes: channel notes kept.
+    """
+
+    def __init__(self, *, system_prompt: str, max_turns: int, max_notes: int) -> None:
+        self._system_prompt = system_prompt
+        self._max_turns = max_turns
+        self._max_notes = max_notes
+        self._entries: list[Exchange | ChannelNote] = []
+
+    @property
+    def exchanges(self) -> tuple[Exchange, ...]:
+        return tuple(e for e in self._entries if isinstance(e, Exchange))
+
+    @property
+    def notes(self) -> tuple[ChannelNote, ...]:
+        return tuple(e for e in self._entries if isinstance(e, ChannelNote))
+
+    def record_turn(self, user: UserUtterance) -> None:
+        """Add a user turn (once: recording the same turn id again changes nothing)."""
+        if any(isinstance(e, Exchange) and e.user.turn_id == user.turn_id for e in self._entries):
+            return
+        self._entries.append(Exchange(user=user))
+        self._trim()
+
+    def record_heard(self, turn_id: str, text: str) -> bool:
+        """Append heard assistant text to ``turn_id``'s reply; False when that turn is not kept."""
+        text = text.strip()
+        if not text:
+            return False
+        for i in range(len(self._entries) - 1, -1, -1):
+            entry = self._entries[i]
+            if isinstance(entry, Exchange) and entry.user.turn_id == turn_id:
+                joined = f"{entry.assistant} {text}" if entry.assistant else text
+                self._entries[i] = replace(entry, assistant=joined)
+                return True
+        return False
+
+    def add_note(self, note: ChannelNote) -> None:
+        if self._max_notes == 0 or not note.text.strip():
+            return
+        self._entries.append(note)
+        self._trim()
+
+    def messages(self, pending: UserUtterance | None = None) -> list[ChatMessage]:
+        """The request for the model: system prompt, history, then ``pending`` (not yet recorded)."""
+        out = [ChatMessage(role="system", content=self._system_prompt)]
+        for entry in self._entries:
+            if isinstance(entry, ChannelNote):
+                out.append(
+                    ChatMessage(
+                        role="system",
+                        content=f"Channel note, not addressed to you. {entry.speaker_name}: {entry.text}",
+                    )
+                )
+                continue
+            out.append(_user_message(entry.user))
+            if entry.assistant:
+                out.append(ChatMessage(role="assistant", content=entry.assistant))
+        if pending is not None:
+            out.append(_user_message(pending))
+        return out
+
+    def dump(self) -> list[dict[str, str]]:
+        """A JSON-friendly view (self-test, reports): role, speaker and text per entry."""
+        rows: list[dict[str, str]] = []
+        for entry in self._entries:
+            if isinstance(entry, ChannelNote):
+                rows.append({"role": "note", "speaker": entry.speaker_id, "text": entry.text})
+                continue
+            rows.append({"role": "user", "speaker": entry.user.speaker_id, "text": entry.user.text})
+            if entry.assistant:
+                rows.append({"role": "assistant", "speaker": "", "text": entry.assistant})
+        return rows
+
+    def _trim(self) -> None:
+        while len(self.exchanges) > self._max_turns:
+            # Drop the oldest turn and any notes older than it: they are older context still.
+            first = next(i for i, e in enumerate(self._entries) if isinstance(e, Exchange))
+            del self._entries[: first + 1]
+        while len(self.notes) > self._max_notes:
+            first = next(i for i, e in enumerate(self._entries) if isinstance(e, ChannelNote))
+            del self._entries[first]
+
+
+def _user_message(user: UserUtterance) -> ChatMessage:
+    return ChatMessage(
+        role="user", content=f"{user.speaker_name}: {user.text}", name=message_name(user.speaker_name)
+    )

@@ -1,0 +1,404 @@
+"""The conversation manager for one voice channel.
+
+It subscribes to the bus for transcripts (``TranscriptFinal`` / ``TranscriptPartial`` /
+``TranscriptDiscarded``) and speech events (``SpeechStarted`` / ``SpeechEnded``), and feeds them
+through one inbox to one loop task, together with the progress reports of the running response.
+Every decision goes through the pure state machine (:mod:`openab_voice.engine.state`); the loop is
+the one place that applies its effects (the response ones through
+:class:`~openab_voice.engine.supervisor.ResponseSupervisor`): start a response, interrupt it (output
+stopped first, tasks cancelled, heard sentences committed, false-interruption recovery armed after a
+barge-in), commit a finished one, or discard a failed one and recover to listening.
+
+Published: ``DialogueStateChanged`` (every transition), ``TurnAccepted`` / ``TurnIgnored``,
+``InterruptionDetected``, ``BotUtteranceFinished``, ``ErrorRaised``, ``LatencyMeasured``
+(``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner) and
+``ToolCallHandled`` (runner).
+
+Events whose ``session_id`` is another session's are ignored (None is accepted: a single-session
+publisher may not stamp it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import assert_never
+
+from openab_voice.audio.events import SpeechEnded, SpeechStarted
+from openab_voice.bus import EventBus, Subscription
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.clock import Clock
+from openab_voice.engine.context import ChannelNote, ShortTermContext, UserUtterance
+from openab_voice.engine.events import (
+    DialogueStateChanged,
+    InterruptionDetected,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+    TurnAccepted,
+    TurnIgnored,
+)
+from openab_voice.engine.handle import SpeechOutput
+from openab_voice.engine.interruption import InterruptionController, ResumePlan, resume_plan
+from openab_voice.engine.response import ResponseDeps, ToolPath
+from openab_voice.engine.settings import DialogueMode, DialogueSettings
+from openab_voice.engine.state import (
+    BUSY,
+    CommitResponse,
+    DialogueInput,
+    DialogueState,
+    DiscardResponse,
+    Effect,
+    IllegalTransition,
+    InterruptResponse,
+    Recovered,
+    ResponseCancelled,
+    ResumeRequested,
+    Snapshot,
+    Start,
+    StartResponse,
+    Stop,
+    UserTurn,
+    cause_of,
+    transition,
+)
+from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
+from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy
+from openab_voice.errors import ConfigError
+from openab_voice.providers.speech import ChatModel, TextToSpeech
+
+__all__ = ["ConversationManager"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _WindowExpired:
+    token: int
+
+
+_Item = (
+    TranscriptFinal
+    | TranscriptPartial
+    | TranscriptDiscarded
+    | SpeechStarted
+    | SpeechEnded
+    | _WindowExpired
+    | DialogueInput
+)
+_SUBSCRIBED: tuple[type[Event], ...] = (
+    TranscriptFinal,
+    TranscriptPartial,
+    TranscriptDiscarded,
+    SpeechStarted,
+    SpeechEnded,
+)
+
+
+class ConversationManager:
+    """Turns, context, responses and interruptions for one voice channel.
+
+    Args:
+        bus: where transcripts and speech events come from and where dialogue events go.
+        clock: the injected clock (timers and latency figures).
+        chat: the chat model.
+        tts: the text-to-speech provider (48 kHz stereo s16le).
+        output: the playback path (:class:`~openab_voice.discord.playback.Playback`).
+        tools: the tool path (:class:`~openab_voice.tools.ToolRegistry`).
+        roster: who is in the channel.
+        settings: dialogue settings (already negotiated: see :func:`~openab_voice.engine.settings.negotiate`).
+        session_id: the voice session; stamped on every event published.
+
+    Raises:
+        ConfigError: no wake name and no bot user id to derive it from.
+    """
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        chat: ChatModel,
+        tts: TextToSpeech,
+        output: SpeechOutput,
+        tools: ToolPath,
+        roster: Roster,
+        settings: DialogueSettings,
+        session_id: str | None = None,
+    ) -> None:
+        if settings.wake_name is None and settings.bot_user_id is None:
+            raise ConfigError(
+                "set the wake name or the bot's user id (its display name is the default)",
+                setting="wake_name",
+            )
+        self._bus = bus
+        self._clock = clock
+        self._roster = roster
+        self._settings = settings
+        self._session_id = session_id
+        self._policy = TurnPolicy(
+            roster=roster, wake_name=settings.wake_name, bot_user_id=settings.bot_user_id
+        )
+        self._context = ShortTermContext(
+            system_prompt=settings.system_prompt,
+            max_turns=settings.max_context_turns,
+            max_notes=settings.max_channel_notes,
+        )
+        self._controller = InterruptionController(
+            mode=settings.mode, resume=settings.resume_after_false_interruption
+        )
+        deps = ResponseDeps(
+            bus=bus,
+            clock=clock,
+            chat=chat,
+            tts=tts,
+            output=output,
+            tools=tools,
+            settings=settings,
+            session_id=session_id,
+        )
+        self._responses = ResponseSupervisor(deps=deps, context=self._context, report=self._report)
+        self._snap = Snapshot()
+        self._floor = FloorLog()
+        # Unbounded on purpose: transcript and speech events arrive a few per second per speaker, and
+        # a response's progress reports must never be dropped.
+        self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
+        self._subscriptions: list[Subscription] = []
+        self._prepared: dict[str, PreparedResponse] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._turn_ids = itertools.count(1)
+        self._resume_ids = itertools.count(1)
+        self._started = False
+        self._closed = False
+
+    # --- public --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> DialogueState:
+        return self._snap.state
+
+    @property
+    def context(self) -> ShortTermContext:
+        return self._context
+
+    async def start(self) -> None:
+        """Begin listening: subscribe to the bus and start the loop. Once only."""
+        if self._started:
+            raise RuntimeError("the conversation manager was already started")
+        self._started = True
+        await self._dispatch(Start())
+        self._subscriptions = [self._bus.subscribe(t, self._on_event) for t in _SUBSCRIBED]
+        self._loop_task = asyncio.create_task(self._run(), name=f"conversation-{self._session_id}")
+
+    async def aclose(self) -> None:
+        """Stop listening, cut any response (heard text still committed), end every task. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for sub in self._subscriptions:
+            sub.close()
+        self._subscriptions.clear()
+        for task in (self._loop_task, self._timer):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if self._snap.state is not DialogueState.IDLE:
+            await self._dispatch(Stop(reason="closed"))
+        await self._responses.aclose()  # responses that outlived their bound
+
+    # --- inbox ---------------------------------------------------------------------------------
+
+    def _on_event(self, event: Event) -> None:
+        if event.session_id is not None and event.session_id != self._session_id:
+            return
+        if isinstance(
+            event, TranscriptFinal | TranscriptPartial | TranscriptDiscarded | SpeechStarted | SpeechEnded
+        ):
+            self._inbox.put_nowait(event)
+
+    def _report(self, item: DialogueInput) -> None:
+        if not self._closed:
+            self._inbox.put_nowait(item)
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._inbox.get()
+            try:
+                await self._handle(item)
+            except Exception as exc:  # a bug must not silence the channel; cancellation still ends the loop
+                log.exception("conversation %s failed on %s", self._session_id, type(item).__name__)
+                self._error("ENGINE_INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", retryable=True)
+
+    async def _handle(self, item: _Item) -> None:
+        match item:
+            case TranscriptFinal():
+                await self._on_final(item)
+            case TranscriptPartial():
+                self._controller.on_partial(item.speaker_id, item.text)
+            case TranscriptDiscarded():
+                await self._resume(self._controller.on_discarded(item.speaker_id))
+            case SpeechStarted():
+                await self._on_speech_started(item)
+            case SpeechEnded():
+                await self._resume(self._controller.on_speech_ended(item.speaker_id))
+            case _WindowExpired():
+                await self._resume(self._controller.on_window_expired(item.token))
+            case _:
+                await self._dispatch(item)
+
+    async def _on_final(self, event: TranscriptFinal) -> None:
+        decision = self._policy.decide(speaker_id=event.speaker_id, text=event.text)
+        name = self._roster.display_name(event.speaker_id)
+        if not decision.accepted:
+            if decision.context:
+                note = ChannelNote(
+                    speaker_id=event.speaker_id, speaker_name=name, text=event.text, at=event.at
+                )
+                self._context.add_note(note)
+            self._ignored(event, decision.reason)
+            await self._resume(self._controller.on_final(event.speaker_id, accepted=False))
+            return
+        half_duplex = self._settings.mode is DialogueMode.TURN_BASED
+        if half_duplex and self._floor.overlaps(event.audio_start, event.audio_end):
+            self._ignored(event, "bot_speaking")  # half duplex: capture is ignored while the bot speaks
+            return
+        turn_id = f"turn-{next(self._turn_ids)}"
+        self._bus.publish(
+            TurnAccepted(
+                at=self._now(),
+                session_id=self._session_id,
+                speaker_id=event.speaker_id,
+                turn_id=turn_id,
+                text=event.text,
+            )
+        )
+        self._controller.on_final(event.speaker_id, accepted=True)
+        self._cancel_timer()
+        user = UserUtterance(
+            turn_id=turn_id, speaker_id=event.speaker_id, speaker_name=name, text=event.text, at=event.at
+        )
+        self._prepared[turn_id] = PreparedResponse(
+            user=user, eou_at=event.audio_end, speaker_id=event.speaker_id
+        )
+        await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
+
+    def _ignored(self, event: TranscriptFinal, reason: str) -> None:
+        self._bus.publish(
+            TurnIgnored(
+                at=self._now(),
+                session_id=self._session_id,
+                speaker_id=event.speaker_id,
+                text=event.text,
+                reason=reason,
+            )
+        )
+
+    async def _on_speech_started(self, event: SpeechStarted) -> None:
+        if event.speaker_id not in self._roster.humans():
+            return  # another bot talking (a music bot) never interrupts
+        barge_in = self._controller.on_speech_started(self._snap.state, event)
+        if barge_in is None:
+            return
+        self._bus.publish(
+            InterruptionDetected(
+                at=self._now(),
+                session_id=self._session_id,
+                speaker_id=event.speaker_id,
+                turn_id=self._snap.turn_id,
+                state=self._snap.state.value,
+                confidence=event.confidence,
+            )
+        )
+        await self._dispatch(barge_in)
+
+    async def _resume(self, plan: ResumePlan | None) -> None:
+        """After a false interruption: say the cut sentence (and the rest) again, if still listening."""
+        if plan is None:
+            return
+        self._cancel_timer()
+        if self._snap.state is not DialogueState.LISTENING:
+            return
+        response_id = f"{plan.turn_id}-resume-{next(self._resume_ids)}"
+        self._prepared[response_id] = PreparedResponse(user=None, replay=plan.replay)
+        await self._dispatch(ResumeRequested(turn_id=plan.turn_id, response_id=response_id))
+
+    # --- the state machine and its effects -----------------------------------------------------
+
+    async def _dispatch(self, event: DialogueInput) -> None:
+        try:
+            snap, effects = transition(self._snap, event)
+        except IllegalTransition as exc:
+            log.error("dropped %s: %s", type(event).__name__, exc)
+            self._error(exc.code, exc.message, retryable=False)
+            return
+        previous, self._snap = self._snap, snap
+        if snap.state is not previous.state:
+            self._floor.update(snap.state in BUSY, self._now())
+            self._bus.publish(
+                DialogueStateChanged(
+                    at=self._now(),
+                    session_id=self._session_id,
+                    previous=previous.state.value,
+                    state=snap.state.value,
+                    cause=cause_of(event),
+                    turn_id=snap.turn_id or previous.turn_id,
+                )
+            )
+        for effect in effects:
+            follow_up = await self._apply(effect)
+            if follow_up is not None:
+                await self._dispatch(follow_up)
+
+    async def _apply(self, effect: Effect) -> DialogueInput | None:
+        match effect:
+            case StartResponse():
+                prepared = self._prepared.pop(effect.response_id)
+                self._prepared.clear()  # anything else prepared was never started
+                if not effect.resume:
+                    self._controller.clear()
+                self._responses.start(effect, prepared)
+                return None
+            case InterruptResponse():
+                handle = await self._responses.interrupt(effect)
+                if handle is not None and effect.barge_in is not None:
+                    plan = resume_plan(handle)
+                    token = self._controller.arm(speaker_id=effect.barge_in.speaker_id, plan=plan)
+                    if token is not None:
+                        self._start_timer(token)
+                return ResponseCancelled(response_id=effect.response_id)
+            case CommitResponse():
+                self._responses.commit(effect.response_id)
+                return None
+            case DiscardResponse():
+                await self._responses.discard(effect)
+                return Recovered()
+            case _:
+                assert_never(effect)
+
+    # --- timers and helpers --------------------------------------------------------------------
+
+    def _start_timer(self, token: int) -> None:
+        self._cancel_timer()
+        self._timer = asyncio.create_task(self._window(token), name="false-interruption-window")
+
+    async def _window(self, token: int) -> None:
+        await self._clock.sleep(self._settings.false_interruption_window_s)
+        self._inbox.put_nowait(_WindowExpired(token=token))
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None and not self._timer.done():
+            self._timer.cancel()
+        self._timer = None
+
+    def _now(self) -> float:
+        return self._clock.monotonic()
+
+    def _error(self, code: str, message: str, *, retryable: bool) -> None:
+        self._bus.publish(
+            ErrorRaised(
+                at=self._now(), session_id=self._session_id, code=code, message=message, retryable=retryable
+            )
+        )

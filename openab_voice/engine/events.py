@@ -1,0 +1,126 @@
+"""Conversation events: transcripts, dialogue states, turns, utterances, interruptions, tool calls.
+
+The transcript contract is the same whatever the STT provider: per speaker and utterance, any number
+of :class:`TranscriptPartial` (``stable=False`` for a raw hypothesis, ``stable=True`` once the
+stability filter agrees), then exactly one :class:`TranscriptFinal` or :class:`TranscriptDiscarded`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from openab_voice.bus.events import Event, sanitize
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptPartial(Event):
+    speaker_id: str
+    utterance_id: str
+    text: str
+    stable: bool
+    audio_start: float  # monotonic time of the utterance's first speech sample
+    audio_end: float  # monotonic time up to which audio was decoded
+    stage: str = "stt"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", sanitize(self.text))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptFinal(Event):
+    speaker_id: str
+    utterance_id: str
+    text: str
+    audio_start: float
+    audio_end: float  # end of speech
+    partials: int
+    confidence: float | None = None
+    stage: str = "stt"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", sanitize(self.text))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptDiscarded(Event):
+    """An utterance that produced no usable text (empty, punctuation only, low confidence)."""
+
+    speaker_id: str
+    utterance_id: str
+    reason: str
+    text: str = ""
+    stage: str = "stt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DialogueStateChanged(Event):
+    previous: str
+    state: str
+    cause: str
+    turn_id: str | None = None
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnAccepted(Event):
+    """A final transcript became a user turn addressed to the bot."""
+
+    speaker_id: str
+    turn_id: str
+    text: str
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnIgnored(Event):
+    """A final transcript kept as channel context only (e.g. not addressed to the bot)."""
+
+    speaker_id: str
+    text: str
+    reason: str
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BotUtteranceFinished(Event):
+    """What the bot meant to say, what was actually heard (committed to context), and whether it was cut."""
+
+    turn_id: str
+    text: str
+    spoken_text: str
+    interrupted: bool
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptionDetected(Event):
+    speaker_id: str
+    turn_id: str | None
+    state: str
+    confidence: float
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallHandled(Event):
+    turn_id: str
+    name: str
+    ok: bool
+    result: dict[str, Any] = field(default_factory=dict)
+    stage: str = "tools"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result", sanitize(self.result))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyMeasured(Event):
+    """A latency sample: ``metric`` is one of barge_in_ms, first_stable_partial_ms,
+    eou_to_first_audio_ms, tts_first_chunk_ms."""
+
+    metric: str
+    value_ms: float
+    speaker_id: str | None = None
+    turn_id: str | None = None
+    stage: str = "metrics"

@@ -1,0 +1,336 @@
+"""The response subgraph: chat model -> sentence segmenter -> TTS -> output, with tool rounds.
+
+One :class:`ResponseRunner` per response, run as one task the conversation manager owns. Inside, a
+task group runs two children joined by a sentence queue:
+
+* **generate** streams the model; each completed sentence goes to the handle and the queue at once.
+  A tool call ends the round: the tool runs through the tool path, its result goes back to the
+  model as a tool message, and the next round continues the answer.
+* **speak** takes sentences in order, synthesizes each, and writes its audio to the output in whole
+  20 ms frames as chunks arrive, so playback starts with the first chunk of the first sentence
+  while the model is still writing. Then it waits for the output to finish playing.
+
+Progress goes back to the manager as state-machine inputs (``AudioStarted``, ``ToolStarted``,
+``ToolFinished``, then exactly one ``ResponseFinished`` or ``ResponseFailed``). Cancelling the task
+cancels both children; the model stream and every TTS stream are closed on the way out
+(``aclose``), so nothing keeps generating after an interruption. Latency samples are published
+here: ``tts_first_chunk_ms`` per sentence, ``eou_to_first_audio_ms`` once per answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, assert_never
+
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
+from openab_voice.engine.handle import PlayedPosition, SpeechHandle, SpeechOutput, frames_for
+from openab_voice.engine.segmenter import SentenceSegmenter
+from openab_voice.engine.settings import DialogueSettings
+from openab_voice.engine.state import (
+    AudioStarted,
+    DialogueInput,
+    ResponseFailed,
+    ResponseFinished,
+    ToolFinished,
+    ToolStarted,
+)
+from openab_voice.errors import OpenabError
+from openab_voice.providers.speech import (
+    ChatDone,
+    ChatMessage,
+    ChatModel,
+    TextDelta,
+    TextToSpeech,
+    ToolCall,
+    ToolCallRequested,
+    ToolSpec,
+)
+from openab_voice.tools.registry import ToolResult
+
+__all__ = ["ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
+
+log = logging.getLogger(__name__)
+
+_WRITE_FRAMES = 10  # 200 ms of audio per write to the output
+
+
+class ToolPath(Protocol):
+    """The one tool path (:class:`openab_voice.tools.ToolRegistry`)."""
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    async def call(self, call: ToolCall) -> ToolResult: ...
+
+
+class ResponseError(OpenabError):
+    """A provider failed while a response ran; ``stage`` is ``llm``, ``tts``, ``playback`` or ``tools``."""
+
+    code = "ENGINE_RESPONSE_FAILED"
+    retryable = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseDeps:
+    """What every response of one conversation shares."""
+
+    bus: EventBus
+    clock: Clock
+    chat: ChatModel
+    tts: TextToSpeech
+    output: SpeechOutput
+    tools: ToolPath
+    settings: DialogueSettings
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseRequest:
+    """One response to run.
+
+    Attributes:
+        messages: the model request (system prompt, context, the new user turn).
+        replay: sentences to say first (a resume after a false interruption).
+        generate: run the model (False for a pure replay).
+        eou_at: end of the user's speech, for ``eou_to_first_audio_ms`` (None for a resume).
+        speaker_id: the user who asked.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    replay: tuple[str, ...] = ()
+    generate: bool = True
+    eou_at: float | None = None
+    speaker_id: str | None = None
+
+
+@contextlib.contextmanager
+def _stage(stage: str) -> Iterator[None]:
+    """Turn a provider's failure into a :class:`ResponseError` naming the stage (never cancellation)."""
+    try:
+        yield
+    except ResponseError:
+        raise
+    except Exception as exc:
+        code = exc.code if isinstance(exc, OpenabError) else f"{stage.upper()}_FAILED"
+        raise ResponseError(f"{stage}: {type(exc).__name__}: {exc}", code=code, stage=stage) from exc
+
+
+async def _close(iterator: AsyncIterator[Any]) -> None:
+    """``aclose`` an async generator (stops synthesis / generation); plain iterators have none."""
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class ResponseRunner:
+    """Runs one response; see the module docstring.
+
+    Args:
+        deps: shared providers and limits.
+        request: what to say or generate.
+        handle: the response's speech handle (sentences, audio, position).
+        report: called with each state-machine input, in order (puts it in the manager's inbox).
+    """
+
+    def __init__(
+        self,
+        *,
+        deps: ResponseDeps,
+        request: ResponseRequest,
+        handle: SpeechHandle,
+        report: Callable[[DialogueInput], None],
+    ) -> None:
+        self._d = deps
+        self._request = request
+        self._handle = handle
+        self._report = report
+        self._sentences = 0
+        self._started: set[int] = set()
+        self._first_audio = False
+
+    async def run(self) -> None:
+        rid = self._handle.response_id
+        try:
+            position = await self._pipeline()
+        except Exception as exc:  # CancelledError is not an Exception: it propagates
+            err = _first_error(exc)
+            code = err.code if isinstance(err, OpenabError) else ResponseError.code
+            retryable = err.retryable if isinstance(err, OpenabError) else True
+            log.warning("response %s failed: %s", rid, err)
+            self._report(ResponseFailed(response_id=rid, code=code, message=str(err), retryable=retryable))
+            return
+        interrupted = False
+        if position is not None:
+            self._handle.mark_played(position)
+            interrupted = position.interrupted
+        self._report(ResponseFinished(response_id=rid, interrupted=interrupted))
+
+    async def _pipeline(self) -> PlayedPosition | None:
+        queue: asyncio.Queue[int | None] = asyncio.Queue()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._generate(queue), name=f"generate-{self._handle.response_id}")
+            speak = group.create_task(self._speak(queue), name=f"speak-{self._handle.response_id}")
+        return speak.result()
+
+    # --- generate ------------------------------------------------------------------------------
+
+    async def _generate(self, queue: asyncio.Queue[int | None]) -> None:
+        more = all(self._emit(queue, text) for text in self._request.replay)
+        if more and self._request.generate:
+            await self._converse(queue)
+        self._handle.generation_done()
+        queue.put_nowait(None)
+
+    def _emit(self, queue: asyncio.Queue[int | None], text: str) -> bool:
+        """Queue a sentence; False once the sentence budget is spent (the model is then stopped)."""
+        if self._sentences >= self._d.settings.max_response_sentences:
+            return False
+        self._sentences += 1
+        queue.put_nowait(self._handle.add_sentence(text))
+        return self._sentences < self._d.settings.max_response_sentences
+
+    async def _converse(self, queue: asyncio.Queue[int | None]) -> None:
+        messages = list(self._request.messages)
+        specs = list(self._d.tools.specs()) if self._d.chat.capabilities.tools else []
+        for round_no in range(self._d.settings.max_tool_rounds + 1):
+            text, calls, more = await self._stream_round(messages, specs, queue)
+            if not calls or not more:
+                return
+            if round_no == self._d.settings.max_tool_rounds:
+                log.warning("response %s: tool round limit reached", self._handle.response_id)
+                return
+            messages.append(ChatMessage(role="assistant", content=text, tool_calls=tuple(calls)))
+            for call in calls:
+                messages.append(await self._run_tool(call))
+
+    async def _stream_round(
+        self, messages: list[ChatMessage], specs: list[ToolSpec], queue: asyncio.Queue[int | None]
+    ) -> tuple[str, list[ToolCall], bool]:
+        """One model call: (its text, its tool calls, whether more sentences may follow)."""
+        segmenter = SentenceSegmenter()
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        with _stage("llm"):
+            stream = self._d.chat.stream(messages, tools=specs)
+            try:
+                async for event in stream:
+                    match event:
+                        case TextDelta():
+                            parts.append(event.text)
+                            if not all(self._emit(queue, s) for s in segmenter.push(event.text)):
+                                return "".join(parts), calls, False
+                        case ToolCallRequested():
+                            calls.append(event.call)
+                        case ChatDone():
+                            pass
+                        case _:
+                            assert_never(event)
+            finally:
+                await _close(stream)
+        more = all(self._emit(queue, s) for s in segmenter.flush())
+        return "".join(parts), calls, more
+
+    async def _run_tool(self, call: ToolCall) -> ChatMessage:
+        rid = self._handle.response_id
+        self._report(ToolStarted(response_id=rid, name=call.name))
+        with _stage("tools"):
+            result = await self._d.tools.call(call)
+        summary: dict[str, Any] = (
+            {"content": result.content}
+            if result.ok
+            else {"error": result.error_code, "reason": result.reason}
+        )
+        self._d.bus.publish(
+            ToolCallHandled(
+                at=self._d.clock.monotonic(),
+                session_id=self._d.session_id,
+                turn_id=self._handle.turn_id,
+                name=call.name,
+                ok=result.ok,
+                result=summary,
+            )
+        )
+        self._report(ToolFinished(response_id=rid, name=call.name, ok=result.ok))
+        return ChatMessage(role="tool", content=result.to_json(), tool_call_id=call.id, name=call.name)
+
+    # --- speak ---------------------------------------------------------------------------------
+
+    async def _speak(self, queue: asyncio.Queue[int | None]) -> PlayedPosition | None:
+        while (index := await queue.get()) is not None:
+            await self._say(index)
+        uid = self._handle.utterance_id
+        if uid is None:
+            return None  # nothing was said
+        with _stage("playback"):
+            # Shielded: cancelling this task must not cancel the output's own future (the output
+            # resolves it with the played position when it is interrupted).
+            return await asyncio.shield(self._d.output.finish(uid))
+
+    async def _say(self, index: int) -> None:
+        text = self._handle.sentence(index)
+        sent_at = self._d.clock.monotonic()
+        pending = b""
+        first = True
+        with _stage("tts"):
+            stream = self._d.tts.synthesize(text)
+            try:
+                async for chunk in stream:
+                    if first:
+                        first = False
+                        self._latency("tts_first_chunk_ms", sent_at)
+                    pending += chunk
+                    whole = len(pending) - len(pending) % DISCORD_FRAME_BYTES
+                    if whole:
+                        await self._write(index, pending[:whole])
+                        pending = pending[whole:]
+            finally:
+                await _close(stream)
+        if pending:
+            await self._write(index, pending)  # the sentence's short last frame (padded by the output)
+        self._handle.complete_sentence(index)
+
+    async def _write(self, index: int, pcm: bytes) -> None:
+        # Hand audio over in short pieces: the output's write waits while its buffer is full, and a
+        # whole sentence (Piper yields one chunk per sentence) can be longer than that buffer. The
+        # state must say "speaking" from the first frame queued, not once the sentence fits.
+        step = _WRITE_FRAMES * DISCORD_FRAME_BYTES
+        for start in range(0, len(pcm), step):
+            piece = pcm[start : start + step]
+            with _stage("playback"):
+                uid = self._handle.utterance_id
+                if uid is None:
+                    uid = self._d.output.begin()
+                    self._handle.bind_utterance(uid)
+                self._handle.add_frames(index, frames_for(len(piece)))
+                await self._d.output.write(uid, piece)
+            if index not in self._started:
+                self._started.add(index)
+                self._report(AudioStarted(response_id=self._handle.response_id))
+            if not self._first_audio:
+                self._first_audio = True
+                if self._request.eou_at is not None:
+                    self._latency("eou_to_first_audio_ms", self._request.eou_at)
+
+    def _latency(self, metric: str, since: float) -> None:
+        self._d.bus.publish(
+            LatencyMeasured(
+                at=self._d.clock.monotonic(),
+                session_id=self._d.session_id,
+                metric=metric,
+                value_ms=(self._d.clock.monotonic() - since) * 1000.0,
+                speaker_id=self._request.speaker_id,
+                turn_id=self._handle.turn_id,
+            )
+        )

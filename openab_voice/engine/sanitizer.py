@@ -1,0 +1,153 @@
+"""Turn model text into something a TTS voice can say.
+
+Chat models write for screens: Markdown, code, links, emoji and Discord markup. Read aloud, these
+become noise ("asterisk asterisk", a URL spelled out, a snowflake id), so :func:`speakable` keeps the
+words and drops the rest before anything reaches TTS:
+
+- fenced code blocks and inline code are removed (code is for the text channel, not the voice);
+- Markdown links and images become their text; bare URLs and ``<https://...>`` autolinks vanish;
+- headers, quotes, list markers, table pipes, emphasis, strikethrough and spoilers lose their marks;
+- Discord markers go: custom emoji ``<:name:id>`` / ``<a:name:id>``, ``:shortcode:`` emoji and
+  stickers, timestamps; user mentions are read as "someone", role and channel mentions as "a role" /
+  "a channel" (ids are never spoken);
+- Unicode emoji and pictographs are removed;
+- whitespace is collapsed and text with no letter or digit left becomes ``""``.
+
+Pure and deterministic: no I/O, safe on any thread.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["speakable"]
+
+_FENCED_CODE = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.S)
+_INLINE_CODE = re.compile(r"`+[^`]*`+|`+")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_REFERENCE_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
+_AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^>\s]*>", re.I)
+_URL = re.compile(r"\b(?:https?://|ftp://|www\.)[^\s<>()\[\]]*[^\s<>()\[\].,;:!?'\"]", re.I)
+
+# Discord message markup (https://discord.com/developers/docs/reference#message-formatting).
+_CUSTOM_EMOJI = re.compile(r"<a?:\w{1,32}:\d{5,25}>")
+_USER_MENTION = re.compile(r"<@!?\d{5,25}>")
+_ROLE_MENTION = re.compile(r"<@&\d{5,25}>")
+_CHANNEL_MENTION = re.compile(r"<#\d{5,25}>")
+_TIMESTAMP = re.compile(r"<t:-?\d+(?::[tTdDfFR])?>")
+_SLASH_COMMAND = re.compile(r"</([\w -]{1,64}):\d{5,25}>")
+_GUILD_NAV = re.compile(r"<id:\w+>")
+# ``:thumbsup:`` / ``:sticker_name:``; at least one letter so clock times like 10:30:45 survive.
+_SHORTCODE = re.compile(r"(?<![\w:]):[\w+-]*[A-Za-z][\w+-]*:(?![\w:])")
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+
+_HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.M)
+_HEADER_CLOSING = re.compile(r"[ \t]+#+[ \t]*$", re.M)
+_QUOTE = re.compile(r"^[ \t]*>{1,3}[ \t]?", re.M)
+_LIST_MARKER = re.compile(r"^[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?", re.M)
+_RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$", re.M)
+_TABLE_SEPARATOR = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?[ \t]*$", re.M)
+_TABLE_ROW = re.compile(r"^[ \t]*\|(.*)\|[ \t]*$", re.M)
+
+_BOLD_ITALIC = re.compile(r"(\*{1,3})(?=\S)(.+?)(?<=\S)\1")
+_UNDERSCORE = re.compile(r"(?<![\w])(_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w])")
+_STRIKE = re.compile(r"~~(.+?)~~")
+_SPOILER = re.compile(r"\|\|(.+?)\|\|")
+_HASHTAG = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
+_STRAY_MARKS = re.compile(r"[*~|\u2022\u25aa\u25cf\u25e6]|(?<![\w])_+|_+(?![\w])")
+
+# Emoji and pictographs: the emoji blocks, dingbats and misc symbols, regional-indicator flags,
+# keycap and variation selectors, zero-width joiners and tag characters (subdivision flags).
+_EMOJI = re.compile(
+    "["
+    "\U0001f000-\U0001faff"
+    "\u2600-\u27bf"
+    "\u2300-\u23ff"
+    "\u2b00-\u2bff"
+    "\u2190-\u21ff"
+    "\u25a0-\u25ff"
+    "\u3030\u303d\u3297\u3299"
+    "\ufe0e\ufe0f\u20e3\u200d"
+    "\U000e0020-\U000e007f"
+    "]+"
+)
+
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?\u2026)\]}])")
+_REPEATED_PUNCT = re.compile(r"([,;:!?])[,;:!?]*(?:\s*\1)*")
+_EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]|\{\s*\}|\"\s*\"")
+_LEADING_JUNK = re.compile(r"^[\s,.;:!?)\]}\-\u2013\u2014'\"\u201d\u2019]+")
+_WHITESPACE = re.compile(r"\s+")
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+
+def speakable(text: str) -> str:
+    """Return ``text`` with everything a voice should not read removed.
+
+    Args:
+        text: model output, possibly Markdown with Discord markup.
+
+    Returns:
+        One line of plain words and punctuation, or ``""`` when nothing sayable is left.
+    """
+    text = _FENCED_CODE.sub(" ", text)
+    text = _INLINE_CODE.sub(" ", text)
+    text = _strip_discord(text)
+    text = _strip_links(text)
+    text = _strip_blocks(text)
+    text = _strip_emphasis(text)
+    text = _EMOJI.sub(" ", text)
+    return _tidy(text)
+
+
+def _strip_discord(text: str) -> str:
+    text = _CUSTOM_EMOJI.sub(" ", text)
+    text = _USER_MENTION.sub("someone", text)
+    text = _ROLE_MENTION.sub("a role", text)
+    text = _CHANNEL_MENTION.sub("a channel", text)
+    text = _TIMESTAMP.sub(" ", text)
+    text = _SLASH_COMMAND.sub(r"\1", text)
+    text = _GUILD_NAV.sub(" ", text)
+    return _SHORTCODE.sub(" ", text)
+
+
+def _strip_links(text: str) -> str:
+    # Images and links first: their URLs must go with them, not be left for _URL to half-match.
+    text = _IMAGE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _REFERENCE_LINK.sub(r"\1", text)
+    text = _AUTOLINK.sub(" ", text)
+    text = _URL.sub(" ", text)
+    return _HTML_TAG.sub(" ", text)
+
+
+def _strip_blocks(text: str) -> str:
+    # Separator rows before rules: "|---|---|" would otherwise be read as a rule or as pipes.
+    text = _TABLE_SEPARATOR.sub("", text)
+    text = _TABLE_ROW.sub(lambda m: ", ".join(c.strip() for c in m.group(1).split("|") if c.strip()), text)
+    text = _RULE.sub("", text)
+    text = _HEADER.sub("", text)
+    text = _HEADER_CLOSING.sub("", text)
+    text = _QUOTE.sub("", text)
+    return _LIST_MARKER.sub("", text)
+
+
+def _strip_emphasis(text: str) -> str:
+    text = _SPOILER.sub(r"\1", text)
+    text = _STRIKE.sub(r"\1", text)
+    text = _BOLD_ITALIC.sub(r"\2", text)
+    text = _UNDERSCORE.sub(r"\2", text)
+    text = _HASHTAG.sub("", text)
+    # Marks left unpaired by streaming or sloppy Markdown; underscores inside words (snake_case)
+    # stay, the voice reads them as part of the word.
+    return _STRAY_MARKS.sub(" ", text)
+
+
+def _tidy(text: str) -> str:
+    text = _WHITESPACE.sub(" ", text)
+    text = _EMPTY_BRACKETS.sub(" ", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = _REPEATED_PUNCT.sub(r"\1", text)
+    text = _WHITESPACE.sub(" ", text)
+    text = _LEADING_JUNK.sub("", text).strip()
+    return text if _WORD_CHAR.search(text) else ""

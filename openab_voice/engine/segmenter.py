@@ -1,0 +1,196 @@
+"""Cut streamed model text into sentences that TTS can start on while the model is still writing.
+
+:class:`SentenceSegmenter` receives text deltas as the chat model streams them and returns each
+sentence as soon as its end is certain, so the first sentence is synthesized while the rest is being
+generated. A sentence ends at ``.``, ``!``, ``?``, ``…`` (and their CJK forms) followed by
+whitespace, or at a newline. A terminator at the very end of the buffer waits for the next delta:
+"3." may become "3.5" and "e." may become "e.g.". Not sentence ends: abbreviations ("e.g.", "Dr.",
+"vs."), initials ("J. R. R."), decimals ("3.5"), numbered-list markers ("1. "), and anything inside
+a fenced code block, which is skipped entirely (code goes to the text channel, not the voice).
+
+A long run without a sentence end is cut at the last clause boundary (``,``, ``;``, ``:``, a dash)
+once it passes ``soft_limit`` characters, or at the last space past ``hard_limit``, so a model that
+never writes a full stop still gets a voice early.
+
+Every returned sentence has gone through :func:`~openab_voice.engine.sanitizer.speakable`; empty ones
+are dropped. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+
+from openab_voice.engine.sanitizer import speakable
+
+__all__ = ["ABBREVIATIONS", "SentenceSegmenter"]
+
+ABBREVIATIONS = frozenset(
+    {
+        "mr", "mrs", "ms", "mx", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "cf", "approx",
+        "dept", "est", "fig", "inc", "ltd", "co", "corp", "no", "vol", "ch", "sec", "gen", "col",
+        "lt", "sgt", "capt", "rev", "hon", "gov", "sen", "rep", "jan", "feb", "mar", "apr", "jun",
+        "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri", "sat",
+        "sun", "al", "ca", "min", "max",
+    }
+)  # fmt: skip
+"""Words that end in a period without ending a sentence (compared lower-case, without the dot)."""
+
+_FENCE = re.compile(r"```|~~~")
+_TERMINATORS = frozenset(".!?\u2026\u3002\uff01\uff1f")
+_CLOSERS = frozenset("\"')]}*_~\u201d\u2019")
+_CLAUSE = re.compile(r"[,;:](?=\s)|\s[-\u2013\u2014]{1,2}(?=\s)")
+_DOTTED = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+_NUMBER = re.compile(r"\d{1,3}")
+_WORD_BEFORE_DOT = re.compile(r"([^\s(\[{\"'*_]*)$")
+
+
+class SentenceSegmenter:
+    """Streaming sentence splitter for model output.
+
+    Args:
+        soft_limit: length after which a sentence without an end is cut at a clause boundary.
+        hard_limit: length after which it is cut at the last space even without a clause boundary.
+        min_chars: a forced cut never leaves a piece shorter than this.
+    """
+
+    def __init__(self, *, soft_limit: int = 120, hard_limit: int = 240, min_chars: int = 20) -> None:
+        if not 0 < min_chars < soft_limit <= hard_limit:
+            raise ValueError("need 0 < min_chars < soft_limit <= hard_limit")
+        self._soft = soft_limit
+        self._hard = hard_limit
+        self._min = min_chars
+        self._buffer = ""
+        self._in_fence = False
+        self._fence = ""
+
+    def push(self, delta: str) -> list[str]:
+        """Add streamed text; return the sentences it completed (speakable, non-empty)."""
+        self._buffer += delta
+        return self._drain(final=False)
+
+    def flush(self) -> list[str]:
+        """End of the stream: return whatever is left, as sentences. The segmenter is then empty."""
+        sentences = self._drain(final=True)
+        self._buffer = ""
+        self._in_fence = False
+        return sentences
+
+    def reset(self) -> None:
+        """Forget buffered text (the turn was interrupted)."""
+        self._buffer = ""
+        self._in_fence = False
+
+    def _drain(self, *, final: bool) -> list[str]:
+        raw: list[str] = []
+        while True:
+            if self._in_fence:
+                if not self._skip_fence(final=final):
+                    break
+                continue
+            piece = self._next_piece(final=final)
+            if piece is None:
+                break
+            raw.append(piece)
+        return [s for s in map(speakable, raw) if s]
+
+    def _skip_fence(self, *, final: bool) -> bool:
+        """Drop fenced code; True when the fence closed (the loop continues after it)."""
+        end = self._buffer.find(self._fence)
+        if end < 0:
+            # Keep a possible half-received closing fence ("``") for the next delta.
+            self._buffer = "" if final else self._buffer[-2:]
+            return False
+        rest = self._buffer[end + len(self._fence) :]
+        newline = rest.find("\n")
+        self._buffer = rest[newline + 1 :] if newline >= 0 else ""
+        self._in_fence = False
+        return True
+
+    def _next_piece(self, *, final: bool) -> str | None:
+        """Cut one sentence (or the text before a code fence) off the buffer, or return None."""
+        buf = self._buffer
+        fence = _FENCE.search(buf)
+        limit = fence.start() if fence else len(buf)
+        # "``" at the end may be the start of a fence: undecided until the next delta.
+        if fence is None and not final and buf.endswith("`"):
+            limit = len(buf.rstrip("`"))
+        end = self._sentence_end(buf, limit, final=final, fence_next=fence is not None)
+        if end is None and fence is not None:
+            end = fence.start()
+            self._in_fence = True
+            self._fence = fence.group(0)
+            self._buffer = buf[fence.end() :]
+            return buf[:end]
+        if end is None:
+            end = self._forced_cut(buf[:limit])
+        if end is None:
+            if final and buf:
+                self._buffer = ""
+                return buf
+            return None
+        self._buffer = buf[end:]
+        return buf[:end]
+
+    def _sentence_end(self, buf: str, limit: int, *, final: bool, fence_next: bool) -> int | None:
+        """Index just past the first certain sentence end before ``limit``, or None.
+
+        ``fence_next``: a code fence starts at ``limit``, which ends any sentence before it.
+        """
+        for i in range(limit):
+            ch = buf[i]
+            if ch == "\n":
+                return i + 1
+            if ch not in _TERMINATORS:
+                continue
+            j = i + 1
+            while j < limit and (buf[j] in _CLOSERS or buf[j] in _TERMINATORS):
+                j += 1
+            if j >= limit:
+                # The next character decides ("3." -> "3.5"), unless nothing or a fence follows.
+                return j if final or fence_next else None
+            if not buf[j].isspace():
+                continue
+            if ch == "." and buf[i + 1] not in _TERMINATORS and self._dot_continues(buf, i):
+                continue
+            return j
+        return None
+
+    @staticmethod
+    def _dot_continues(buf: str, dot: int) -> bool:
+        """True when the period at ``dot`` belongs to an abbreviation, initial or list number."""
+        line_start = buf.rfind("\n", 0, dot) + 1
+        match = _WORD_BEFORE_DOT.search(buf, line_start, dot)
+        word = match.group(1) if match else ""
+        if not word:
+            return False
+        if word.lower() in ABBREVIATIONS or _DOTTED.fullmatch(word):
+            return True
+        if len(word) == 1 and word.isupper():
+            return True  # an initial: "J. R. R. Tolkien"
+        # "1. First step": a list number when nothing but spaces precedes it on the line.
+        return bool(_NUMBER.fullmatch(word)) and not buf[line_start : dot - len(word)].strip()
+
+    def _forced_cut(self, text: str) -> int | None:
+        """Where to cut a run with no sentence end, once it is too long to wait for one.
+
+        The same cut whether the text arrived token by token or in one delta: the last clause
+        boundary before ``soft_limit``, else the first one after it, else the last space before
+        ``hard_limit`` once the text is that long.
+        """
+        if len(text) < self._soft:
+            return None
+        early: int | None = None
+        for match in _CLAUSE.finditer(text, 0, self._hard):
+            end = match.end()
+            if end < self._min:
+                continue
+            if end <= self._soft:
+                early = end
+            else:
+                return early if early is not None else end
+        if early is not None:
+            return early
+        if len(text) < self._hard:
+            return None
+        space = text.rfind(" ", self._min, self._hard)
+        return space + 1 if space > 0 else self._hard

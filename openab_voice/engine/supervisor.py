@@ -1,0 +1,194 @@
+"""The response supervisor: owns the response tasks and applies the machine's response effects.
+
+At most one response is active. ``start`` runs a
+:class:`~openab_voice.engine.response.ResponseRunner` task with a fresh
+:class:`~openab_voice.engine.handle.SpeechHandle`; ``interrupt``, ``commit`` and ``discard`` settle it
+exactly once:
+
+* interrupt: ``handle.interrupt()`` first (the output stops within one frame; the ``barge_in_ms``
+  figure is taken right after), then wait, bounded, for the LLM/TTS/tool tasks to unwind, then
+  commit the heard sentences;
+* commit: the response ended on its own; commit the heard sentences;
+* discard: a provider failed; stop the output, commit nothing, report the error.
+
+Settling writes the short-term context (the user turn, then only the heard assistant text) and
+publishes ``BotUtteranceFinished``. The conversation manager calls these from its one effect
+dispatcher; nothing else touches the context's assistant side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.context import ShortTermContext, UserUtterance
+from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured
+from openab_voice.engine.handle import SpeechHandle, SpeechOutput
+from openab_voice.engine.response import ResponseDeps, ResponseRequest, ResponseRunner
+from openab_voice.engine.state import (
+    DialogueInput,
+    DiscardResponse,
+    InterruptResponse,
+    StartResponse,
+)
+
+__all__ = ["PreparedResponse", "ResponseSupervisor"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedResponse:
+    """A response decided on, waiting for the machine's ``StartResponse``.
+
+    Attributes:
+        user: the new user turn (recorded in context when the response settles); None on a resume.
+        replay: sentences to say again instead of generating (a resume).
+        eou_at: end of the user's speech, for ``eou_to_first_audio_ms``.
+        speaker_id: who asked.
+    """
+
+    user: UserUtterance | None
+    replay: tuple[str, ...] = ()
+    eou_at: float | None = None
+    speaker_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Active:
+    handle: SpeechHandle
+    user: UserUtterance | None
+    settled: bool = False
+
+
+class ResponseSupervisor:
+    """Starts, interrupts and settles responses; owns their tasks.
+
+    Args:
+        deps: providers and limits shared by every response.
+        context: the conversation's short-term context (written only when a response settles).
+        report: where a runner's state-machine inputs go (the manager's inbox).
+    """
+
+    def __init__(
+        self,
+        *,
+        deps: ResponseDeps,
+        context: ShortTermContext,
+        report: Callable[[DialogueInput], None],
+    ) -> None:
+        self._d = deps
+        self._context = context
+        self._report = report
+        self._cancel_timeout_s = deps.settings.cancel_timeout_s
+        self._active: _Active | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def output(self) -> SpeechOutput:
+        return self._d.output
+
+    def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
+        handle = SpeechHandle(response_id=effect.response_id, turn_id=effect.turn_id, output=self._d.output)
+        request = ResponseRequest(
+            messages=tuple(self._context.messages(prepared.user)),
+            replay=prepared.replay,
+            generate=not prepared.replay,
+            eou_at=prepared.eou_at,
+            speaker_id=prepared.speaker_id,
+        )
+        runner = ResponseRunner(deps=self._d, request=request, handle=handle, report=self._report)
+        task = asyncio.create_task(runner.run(), name=f"response-{effect.response_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        handle.bind_task(task)
+        self._active = _Active(handle=handle, user=prepared.user)
+
+    async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
+        """Cut the response; returns its (settled) handle, or None when it is not the active one."""
+        active = self._take(effect.response_id)
+        if active is None:
+            return None
+        handle = active.handle
+        handle.interrupt()
+        if effect.barge_in is not None:
+            now = self._d.clock.monotonic()
+            self._d.bus.publish(
+                LatencyMeasured(
+                    at=now,
+                    session_id=self._d.session_id,
+                    metric="barge_in_ms",
+                    value_ms=(now - effect.barge_in.audio_time) * 1000.0,
+                    speaker_id=effect.barge_in.speaker_id,
+                    turn_id=handle.turn_id,
+                )
+            )
+        if not await handle.wait_closed(self._d.clock, self._cancel_timeout_s):
+            log.warning(
+                "response %s did not unwind within %.1f s", handle.response_id, self._cancel_timeout_s
+            )
+        self._settle(active, discard=False)
+        return handle
+
+    def commit(self, response_id: str) -> None:
+        active = self._take(response_id)
+        if active is not None:
+            self._settle(active, discard=False)
+
+    async def discard(self, effect: DiscardResponse) -> None:
+        active = self._take(effect.response_id)
+        if active is not None:
+            active.handle.interrupt()  # a failed response's queued audio stops too
+            await active.handle.wait_closed(self._d.clock, self._cancel_timeout_s)
+            self._settle(active, discard=True)
+        self._d.bus.publish(
+            ErrorRaised(
+                at=self._d.clock.monotonic(),
+                session_id=self._d.session_id,
+                code=effect.code,
+                message=effect.message,
+                retryable=effect.retryable,
+                details={"response_id": effect.response_id},
+            )
+        )
+
+    async def aclose(self) -> None:
+        """Cancel every response task still alive (one that outlived its bound) and wait for them."""
+        tasks = tuple(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def _take(self, response_id: str) -> _Active | None:
+        active = self._active
+        if active is None or active.handle.response_id != response_id:
+            return None
+        return active
+
+    def _settle(self, active: _Active, *, discard: bool) -> None:
+        """Commit what was heard (nothing when ``discard``) and report the utterance; once per response."""
+        if active.settled:
+            return
+        active.settled = True
+        if self._active is active:
+            self._active = None
+        handle = active.handle
+        heard = "" if discard else handle.heard_text()
+        if not discard:
+            if active.user is not None:
+                self._context.record_turn(active.user)
+            self._context.record_heard(handle.turn_id, heard)
+        self._d.bus.publish(
+            BotUtteranceFinished(
+                at=self._d.clock.monotonic(),
+                session_id=self._d.session_id,
+                turn_id=handle.turn_id,
+                text=handle.text,
+                spoken_text=heard,
+                interrupted=discard or handle.interrupted,
+            )
+        )

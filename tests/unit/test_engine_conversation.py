@@ -1,0 +1,231 @@
+"""The conversation manager on fakes in virtual time: turns, context, modes, tools, lifecycle."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    DialogueStateChanged,
+    InterruptionDetected,
+    LatencyMeasured,
+    ToolCallHandled,
+    TurnAccepted,
+    TurnIgnored,
+)
+from openab_voice.engine.settings import DialogueMode, DialogueSettings
+from openab_voice.engine.state import DialogueState
+from openab_voice.errors import ConfigError
+from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.testing.dialogue_fakes import ScriptedReply
+from tests.fakes.dialogue_rig import Rig
+
+ANSWER = "Paris is the capital. It has the Eiffel Tower."
+
+
+def answer_from_tool(messages: Sequence[ChatMessage]) -> ScriptedReply:
+    result = json.loads(messages[-1].content)
+    return ScriptedReply.text(f"The tool said {result.get('error') or result.get('utc', '?')[:4]}.")
+
+
+async def test_question_and_answer() -> None:
+    async with Rig(replies=[ScriptedReply.text(ANSWER)]) as rig:
+        rig.say("What is the capital of France?")
+        utt = await rig.until_finished("turn-1")
+        assert rig.states() == [
+            "idle->listening",
+            "listening->thinking",
+            "thinking->speaking",
+            "speaking->listening",
+        ]
+        assert utt.spoken_text == ANSWER and not utt.interrupted
+        assert rig.played_sentences() == ["Paris is the capital.", "It has the Eiffel Tower."]
+        assert rig.context_rows() == [("user", "What is the capital of France?"), ("assistant", ANSWER)]
+        request = rig.chat.requests[0]
+        assert request[-1].content == "Alice: What is the capital of France?" and request[-1].name == "Alice"
+        metrics = {e.metric for e in rig.of(LatencyMeasured)}
+        assert metrics == {"eou_to_first_audio_ms", "tts_first_chunk_ms"}
+        accepted = rig.of(TurnAccepted)
+        assert [(e.turn_id, e.speaker_id, e.session_id) for e in accepted] == [("turn-1", "alice", "s1")]
+    changes = rig.of(DialogueStateChanged)
+    # Every transition is published, and the chain is unbroken.
+    assert all(a.state == b.previous for a, b in zip(changes, changes[1:], strict=False))
+    assert changes[-1].state == "idle" and changes[-1].cause == "closed"
+
+
+async def test_playback_starts_before_the_model_finishes() -> None:
+    slow = ScriptedReply.text("First part here. " + " ".join(["word"] * 40) + ".", delay_s=0.2)
+    async with Rig(replies=[slow]) as rig:
+        rig.say("Tell me a long story")
+        await rig.until(lambda: bool(rig.output.played))
+        assert rig.manager.state is DialogueState.SPEAKING
+        assert rig.chat.completed == 0  # sound while the model still streams
+        await rig.until_finished("turn-1")
+
+
+async def test_two_humans_need_the_wake_name_and_others_are_context() -> None:
+    names = {"alice": "Alice", "bob": "Bob", "bot": "Jarvis", "music": "Groovy"}
+    async with Rig(
+        replies=[ScriptedReply.text("He asked about lunch.")], names=names, bots=("bot", "music")
+    ) as rig:
+        rig.say("lunch at noon?", speaker="bob")
+        rig.say("now playing a song", speaker="music")
+        await rig.run(0.2)
+        assert [(e.speaker_id, e.reason) for e in rig.of(TurnIgnored)] == [
+            ("bob", "not_addressed"),
+            ("music", "not_human"),
+        ]
+        assert rig.manager.state is DialogueState.LISTENING and rig.chat.requests == []
+        rig.say("Jarvis, what did Bob ask?")
+        await rig.until_finished("turn-1")
+        request = rig.chat.requests[0]
+        assert ("system", "Channel note, not addressed to you. Bob: lunch at noon?") in [
+            (m.role, m.content) for m in request
+        ]
+        assert "now playing" not in " ".join(m.content for m in request)
+        assert request[-1].content == "Alice: Jarvis, what did Bob ask?"
+
+
+async def test_turn_based_ignores_capture_while_the_bot_speaks() -> None:
+    settings = DialogueSettings(bot_user_id="bot", mode=DialogueMode.TURN_BASED)
+    replies = [ScriptedReply.text(ANSWER), ScriptedReply.text("Yes.")]
+    async with Rig(replies=replies, settings=settings) as rig:
+        rig.say("What is the capital of France?")
+        await rig.until_playing("Paris is the capital.")
+        began = rig.speech_started()
+        await rig.run(0.3)
+        assert rig.of(InterruptionDetected) == [] and rig.manager.state is DialogueState.SPEAKING
+        rig.say("Stop talking", began=began)
+        utt = await rig.until_finished("turn-1")
+        assert utt.spoken_text == ANSWER and not utt.interrupted
+        assert [(e.text, e.reason) for e in rig.of(TurnIgnored)] == [("Stop talking", "bot_speaking")]
+        # Speech that overlapped the bot's turn is ignored even when its final arrives later.
+        rig.say("Late final", began=began)
+        await rig.run(0.1)
+        assert len(rig.of(TurnIgnored)) == 2
+        await rig.run(1.0)
+        rig.say("Is that right?", began=rig.now() - 0.5)
+        await rig.until_finished("turn-2")
+        assert rig.context_rows()[-2:] == [("user", "Is that right?"), ("assistant", "Yes.")]
+
+
+async def test_tool_call_runs_in_tool_running_and_the_answer_continues() -> None:
+    call = ToolCall(id="c1", name="clock_now", arguments='{"timezone": "Europe/Paris"}')
+    async with Rig(replies=[ScriptedReply.tool(call), answer_from_tool]) as rig:
+        rig.say("What time is it in Paris?")
+        utt = await rig.until_finished("turn-1")
+        assert rig.states()[1:] == [
+            "listening->thinking",
+            "thinking->tool_running",
+            "tool_running->thinking",
+            "thinking->speaking",
+            "speaking->listening",
+        ]
+        handled = rig.of(ToolCallHandled)
+        assert [(e.name, e.ok, e.turn_id) for e in handled] == [("clock_now", True, "turn-1")]
+        assert handled[0].result["content"]["timezone"] == "Europe/Paris"
+        second = rig.chat.requests[1]
+        assert second[-2].role == "assistant" and second[-2].tool_calls == (call,)
+        assert second[-1].role == "tool" and second[-1].tool_call_id == "c1"
+        assert rig.chat.offered_tools[0] == ("clock_now",)
+        assert utt.spoken_text == "The tool said 2023."
+        assert [m.role for m in rig.manager.context.messages()] == ["system", "user", "assistant"]
+
+
+async def test_a_rejected_tool_call_goes_back_to_the_model() -> None:
+    call = ToolCall(id="c1", name="rm_rf", arguments="{}")
+    async with Rig(replies=[ScriptedReply.tool(call), answer_from_tool]) as rig:
+        rig.say("Delete everything")
+        utt = await rig.until_finished("turn-1")
+        assert [(e.name, e.ok, e.result["error"]) for e in rig.of(ToolCallHandled)] == [
+            ("rm_rf", False, "TOOL_UNKNOWN")
+        ]
+        assert utt.spoken_text == "The tool said TOOL_UNKNOWN."
+        assert rig.of(ErrorRaised) == []
+
+
+async def test_tool_rounds_are_bounded() -> None:
+    settings = DialogueSettings(bot_user_id="bot", max_tool_rounds=1)
+    call = ToolCall(id="c", name="clock_now", arguments="{}")
+    async with Rig(replies=[ScriptedReply.tool(call), ScriptedReply.tool(call)], settings=settings) as rig:
+        rig.say("Loop forever")
+        utt = await rig.until_finished("turn-1")
+        assert len(rig.chat.requests) == 2 and len(rig.of(ToolCallHandled)) == 1
+        assert utt.spoken_text == ""
+
+
+async def test_sentence_budget_stops_the_model() -> None:
+    settings = DialogueSettings(bot_user_id="bot", max_response_sentences=2)
+    reply = ScriptedReply.text("One. Two. Three. Four. Five.", delay_s=0.1)
+    async with Rig(replies=[reply], settings=settings) as rig:
+        rig.say("Count")
+        utt = await rig.until_finished("turn-1")
+        assert utt.spoken_text == "One. Two." and rig.played_sentences() == ["One.", "Two."]
+        assert rig.chat.closed_early == 1
+
+
+async def test_a_turn_while_speaking_supersedes_the_response() -> None:
+    replies = [ScriptedReply.text(ANSWER), ScriptedReply.text("Berlin.")]
+    async with Rig(replies=replies) as rig:
+        rig.say("What is the capital of France?")
+        await rig.until_playing("It has the Eiffel Tower.")
+        rig.say("And of Germany?")  # its speech start was missed: the final alone supersedes
+        await rig.until_finished("turn-2")
+        assert "speaking->thinking" in rig.states()
+        first = rig.utterance("turn-1")
+        assert first is not None and first.interrupted and first.spoken_text == "Paris is the capital."
+        assert rig.context_rows() == [
+            ("user", "What is the capital of France?"),
+            ("assistant", "Paris is the capital."),
+            ("user", "And of Germany?"),
+            ("assistant", "Berlin."),
+        ]
+
+
+async def test_other_sessions_are_ignored() -> None:
+    async with Rig(replies=[]) as rig:
+        rig.say("Hello", session="another-guild")
+        await rig.run(0.2)
+        assert rig.of(TurnAccepted) == [] and rig.of(TurnIgnored) == []
+
+
+async def test_aclose_cuts_the_response_and_is_idempotent() -> None:
+    async with Rig(replies=[ScriptedReply.text(ANSWER, delay_s=0.3)]) as rig:
+        rig.say("What is the capital of France?")
+        await rig.until_playing("Paris is the capital.")
+        await rig.manager.aclose()
+        await rig.manager.aclose()
+        assert rig.manager.state is DialogueState.IDLE
+        assert rig.chat.closed_early == 1
+        utt = rig.utterance("turn-1")
+        assert utt is not None and utt.interrupted and utt.spoken_text == ""
+        played = len(rig.output.played)
+        await rig.run(0.5)
+        assert len(rig.output.played) == played
+        rig.say("anyone there?")
+        await rig.run(0.2)
+        assert len(rig.of(TurnAccepted)) == 1
+
+
+async def test_start_once_and_a_wake_name_is_required() -> None:
+    async with Rig(replies=[]) as rig:
+        with pytest.raises(RuntimeError):
+            await rig.manager.start()
+        with pytest.raises(ConfigError) as info:
+            ConversationManager(
+                bus=rig.bus,
+                clock=rig.clock,
+                chat=rig.chat,
+                tts=rig.tts,
+                output=rig.output,
+                tools=rig.tools,
+                roster=rig.roster,
+                settings=DialogueSettings(),
+            )
+        assert info.value.setting == "wake_name"
+    assert rig.of(BotUtteranceFinished) == []

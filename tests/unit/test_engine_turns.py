@@ -1,0 +1,103 @@
+"""Multi-speaker turn policy: who counts as a human, and when a turn addresses the bot."""
+
+from __future__ import annotations
+
+import pytest
+
+from openab_voice.engine.turns import FloorLog, TurnPolicy, addresses, name_tokens
+from openab_voice.testing.dialogue_fakes import FakeRoster
+
+
+def policy(names: dict[str, str], *, bots: tuple[str, ...] = ("bot",), wake: str | None = None) -> TurnPolicy:
+    return TurnPolicy(roster=FakeRoster(names, bots=bots), wake_name=wake, bot_user_id="bot")
+
+
+def test_one_human_every_final_is_a_turn() -> None:
+    decision = policy({"alice": "Alice", "bot": "Jarvis"}).decide(speaker_id="alice", text="what time is it")
+    assert decision.accepted and decision.reason == "only_human" and decision.humans == 1
+
+
+def test_bots_do_not_count_as_humans() -> None:
+    names = {"alice": "Alice", "bot": "Jarvis", "music": "Groovy"}
+    p = policy(names, bots=("bot", "music"))
+    assert p.decide(speaker_id="alice", text="play something").accepted  # still the only human
+    music = p.decide(speaker_id="music", text="now playing")
+    assert not music.accepted and music.reason == "not_human" and not music.context
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Jarvis, what time is it?",
+        "hey Jarvis what time is it",
+        "OK jarvis: the weather",
+        "What time is it, Jarvis?",
+        "what time is it jarvis",
+        "Excuse me Jarvis, one question",
+    ],
+)
+def test_two_humans_need_the_wake_name_at_start_or_end(text: str) -> None:
+    p = policy({"alice": "Alice", "bob": "Bob", "bot": "Jarvis"})
+    decision = p.decide(speaker_id="alice", text=text)
+    assert decision.accepted and decision.reason == "addressed" and decision.humans == 2
+
+
+@pytest.mark.parametrize("text", ["what time is it", "I asked Jarvis yesterday about it", "Bob, lunch?"])
+def test_two_humans_other_speech_is_channel_context(text: str) -> None:
+    decision = policy({"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}).decide(speaker_id="bob", text=text)
+    assert not decision.accepted and decision.reason == "not_addressed" and decision.context
+
+
+def test_default_wake_name_is_the_bots_current_display_name() -> None:
+    roster = FakeRoster({"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}, bots=["bot"])
+    p = TurnPolicy(roster=roster, wake_name=None, bot_user_id="bot")
+    assert p.wake_name == "Jarvis"
+    roster.names["bot"] = "Friday"
+    assert p.decide(speaker_id="alice", text="Friday, hello").accepted
+    assert not p.decide(speaker_id="alice", text="Jarvis, hello").accepted
+
+
+def test_configured_wake_name_wins() -> None:
+    p = policy({"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}, wake="Computer")
+    assert p.decide(speaker_id="alice", text="Computer, lights").accepted
+    assert not p.decide(speaker_id="alice", text="Jarvis, lights").accepted
+
+
+def test_wake_matching_tolerates_case_accents_and_split_words() -> None:
+    assert addresses("open ab, what's up", "OpenAB")
+    assert addresses("Hé Zoë, ça va ?", "Zoe") is False  # "he" is not a vocative: the name must lead
+    assert addresses("Zoë, ça va ?", "Zoe")
+    assert addresses("status please, OPEN-AB!", "OpenAB")
+    assert not addresses("openable doors", "OpenAB")
+    assert name_tokens("Élan, vital!") == ["elan", "vital"]
+
+
+def test_empty_or_speakerless_text_is_ignored() -> None:
+    decision = policy({"alice": "Alice", "bot": "Jarvis"}).decide(speaker_id="alice", text=" ... ")
+    assert not decision.accepted and decision.reason == "empty"
+
+
+def test_a_wake_name_or_bot_id_is_required() -> None:
+    with pytest.raises(ValueError):
+        TurnPolicy(roster=FakeRoster({}), wake_name=None, bot_user_id=None)
+
+
+def test_floor_log_for_half_duplex() -> None:
+    floor = FloorLog()
+    floor.update(True, 10.0)
+    assert floor.overlaps(0.0, 1.0)  # the bot holds the floor now: anything overlaps
+    floor.update(False, 12.0)
+    assert floor.overlaps(11.5, 13.0)
+    assert floor.overlaps(9.0, 10.5)
+    assert not floor.overlaps(12.5, 14.0)
+    assert not floor.overlaps(8.0, 9.5)
+
+
+def test_wake_name_tolerates_one_misrecognized_letter() -> None:
+    from openab_voice.engine.turns import addresses
+
+    assert addresses("NOVO. What is the capital of France?", "Nova")  # tiny.en heard the vowel wrong
+    assert addresses("what time is it, novah", "Nova")
+    assert not addresses("No, stop. What is two plus two?", "Nova")  # two letters off: not the name
+    assert not addresses("Noah, hi", "Nova")
+    assert addresses("max, stop", "Max") and not addresses("mac, stop", "Max")  # short names: exact only

@@ -1,0 +1,449 @@
+"""The transcriber's state logic on a scripted speech-to-text fake: utterances, partials, stability,
+finals and discards, scheduling, speakers, failures and closing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from openab_voice.audio.events import SpeechEnded
+from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.clock import FakeClock
+from openab_voice.engine.events import (
+    LatencyMeasured,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from openab_voice.engine.transcriber import (
+    DecodeJob,
+    StabilityFilter,
+    Transcriber,
+    TranscriberSettings,
+    normalize_words,
+)
+from openab_voice.errors import AudioError, ConfigError
+from openab_voice.providers.speech import Hypothesis, SttCapabilities
+
+RATE = 16_000
+FRAME = 320  # 20 ms
+
+Script = Callable[[npt.NDArray[np.int16], bool], Hypothesis]
+
+
+class ScriptedStt:
+    """A SpeechToText whose answers come from a function of (samples, final); records every call."""
+
+    def __init__(self, script: Script, *, streaming: bool = True) -> None:
+        self.script = script
+        self.calls: list[tuple[int, bool, npt.NDArray[np.int16]]] = []
+        self._caps = SttCapabilities(
+            name="scripted", streaming=streaming, sample_rate=RATE, languages=("en",), model="fake"
+        )
+
+    @property
+    def capabilities(self) -> SttCapabilities:
+        return self._caps
+
+    def transcribe(
+        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+    ) -> Hypothesis:
+        self.calls.append((samples.size, final, samples))
+        return self.script(samples, final)
+
+    def close(self) -> None:
+        return None
+
+
+def words_by_length(text: str, *, confidence: float = 0.9, no_speech: float = 0.05) -> Script:
+    """More of ``text`` the more audio there is: one word per 200 ms, all of it when final."""
+    words = text.split()
+
+    def script(samples: npt.NDArray[np.int16], final: bool) -> Hypothesis:
+        count = len(words) if final else min(len(words), samples.size // (RATE // 5))
+        return Hypothesis(text=" ".join(words[:count]), confidence=confidence, no_speech_prob=no_speech)
+
+    return script
+
+
+def frame(
+    speaker: str, t: float, *, speech: bool, value: int = 0, bot_speaking: bool = False
+) -> ProcessedFrame:
+    pcm = np.full(FRAME, value, dtype=np.int16).tobytes()
+    audio = AudioFrame(pcm=pcm, sample_rate=RATE, channels=1, timestamp=t, frame_id=0, speaker_id=speaker)
+    return ProcessedFrame(
+        frame=audio,
+        speech=speech,
+        user_speech=speech,
+        speech_probability=0.9 if speech else 0.1,
+        bot_speaking=bot_speaking,
+        apm_ok=True,
+        degraded=False,
+    )
+
+
+def timeline(
+    speaker: str, t0: float, *, silence_s: float, speech_s: float, tail_s: float
+) -> list[ProcessedFrame]:
+    frames, t = [], t0
+    for seconds, speech in ((silence_s, False), (speech_s, True), (tail_s, False)):
+        for _ in range(round(seconds / 0.02)):
+            frames.append(frame(speaker, t, speech=speech, value=7 if speech else 1))
+            t += 0.02
+    return frames
+
+
+class Rig:
+    """A transcriber whose decodes run synchronously as soon as the core asks for them."""
+
+    def __init__(self, stt: ScriptedStt, settings: TranscriberSettings | None = None) -> None:
+        self.stt = stt
+        self.clock = FakeClock(100.0)
+        self.bus = EventBus()
+        self.events: list[Event] = []
+        self.bus.subscribe(Event, self.events.append)
+        self.tr = Transcriber(stt, bus=self.bus, clock=self.clock, settings=settings, session_id="s-1")
+        self.held: list[DecodeJob] = []
+        self.hold = False
+
+    def run_jobs(self, jobs: list[DecodeJob]) -> None:
+        for job in jobs:
+            if self.hold:
+                self.held.append(job)
+                continue
+            try:
+                result: Hypothesis | BaseException = self.stt.transcribe(job.samples, final=job.final)
+            except Exception as exc:
+                result = exc
+            self.run_jobs(self.tr.complete(job, result))
+
+    def feed(self, frames: list[ProcessedFrame]) -> None:
+        for f in frames:
+            self.clock.advance(max(0.0, f.frame.timestamp + 0.02 - self.clock.monotonic()))
+            self.run_jobs(self.tr.push(f))
+
+    def of(self, kind: type[Event]) -> list[Event]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def test_partials_then_stable_partials_then_one_final() -> None:
+    rig = Rig(ScriptedStt(words_by_length("Hello there, how are you doing today?")))
+    rig.feed(timeline("alice", 100.0, silence_s=0.5, speech_s=2.0, tail_s=0.3))
+
+    transcript = [e for e in rig.events if isinstance(e, TranscriptPartial | TranscriptFinal)]
+    assert isinstance(transcript[0], TranscriptPartial) and not transcript[0].stable
+    assert isinstance(transcript[-1], TranscriptFinal)
+    partials = [e for e in transcript if isinstance(e, TranscriptPartial)]
+    stable = [e.text for e in partials if e.stable]
+    assert stable, "agreeing hypotheses must produce stable partials"
+    first_stable = next(i for i, e in enumerate(partials) if e.stable)
+    assert any(not e.stable for e in partials[:first_stable])
+    # The stable prefix only grows (never retracted), word by word.
+    norm = [normalize_words(t) for t in stable]
+    assert all(b[: len(a)] == a and len(b) > len(a) for a, b in zip(norm, norm[1:], strict=False))
+    final = transcript[-1]
+    assert final.text == "Hello there, how are you doing today?"
+    assert final.partials == len(partials)
+    assert len(rig.of(TranscriptFinal)) == 1 and not rig.of(TranscriptDiscarded)
+    assert {e.utterance_id for e in transcript} == {final.utterance_id}
+    assert all(e.session_id == "s-1" for e in transcript)
+    (latency,) = rig.of(LatencyMeasured)
+    assert isinstance(latency, LatencyMeasured) and latency.metric == "first_stable_partial_ms"
+    assert latency.value_ms == pytest.approx((partials[first_stable].at - final.audio_start) * 1000.0)
+    assert final.audio_start == pytest.approx(100.5) and final.audio_end == pytest.approx(102.5)
+
+
+def test_pre_roll_is_included_in_every_decode() -> None:
+    stt = ScriptedStt(words_by_length("one two three"))
+    rig = Rig(stt, TranscriberSettings(pre_roll_ms=300))
+    frames = timeline("alice", 100.0, silence_s=1.0, speech_s=1.0, tail_s=0.2)
+    # Mark the silence just before the onset so the pre-roll can be recognised in the decode input.
+    for i in range(35, 50):
+        frames[i] = frame("alice", frames[i].frame.timestamp, speech=False, value=3)
+    rig.feed(frames)
+
+    pre = 300 * RATE // 1000
+    for size, _, samples in stt.calls:
+        assert np.all(samples[:pre] == 3), "the 300 ms before the onset lead every decode"
+        assert np.all(samples[pre:] == 7)
+        assert size > pre
+    final_sizes = [size for size, final, _ in stt.calls if final]
+    assert final_sizes == [pre + RATE]
+
+
+@pytest.mark.parametrize(
+    ("hypothesis", "reason"),
+    [
+        (Hypothesis(text="", confidence=None, no_speech_prob=0.2), "empty"),
+        (Hypothesis(text=" ... ?! ", confidence=0.9, no_speech_prob=0.1), "punctuation_only"),
+        (Hypothesis(text="You", confidence=0.25, no_speech_prob=0.98), "no_speech"),
+        (Hypothesis(text="I'm going to the ground.", confidence=0.16, no_speech_prob=0.3), "low_confidence"),
+    ],
+)
+def test_unusable_finals_are_discarded(hypothesis: Hypothesis, reason: str) -> None:
+    rig = Rig(ScriptedStt(lambda samples, final: hypothesis))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.6, tail_s=0.1))
+
+    assert not rig.of(TranscriptFinal)
+    (discarded,) = rig.of(TranscriptDiscarded)
+    assert isinstance(discarded, TranscriptDiscarded)
+    assert discarded.reason == reason and discarded.speaker_id == "alice"
+
+
+def test_two_interleaved_speakers_keep_separate_utterances() -> None:
+    scripts = {7: "alice speaks here", 5: "bob says this"}
+    stt = ScriptedStt(lambda s, final: words_by_length(scripts[int(s[-1])])(s, final))
+    rig = Rig(stt, TranscriberSettings(max_concurrent_decodes=2))
+    a = timeline("alice", 100.0, silence_s=0.2, speech_s=1.2, tail_s=0.2)
+    b = [frame("bob", f.frame.timestamp, speech=f.user_speech, value=5 if f.user_speech else 1) for f in a]
+    b = b[10:] + [frame("bob", a[-1].frame.timestamp + 0.02 * i, speech=False) for i in range(1, 11)]
+    for fa, fb in zip(a, b, strict=True):
+        rig.feed([fa, fb])
+
+    finals = {e.speaker_id: e for e in rig.of(TranscriptFinal) if isinstance(e, TranscriptFinal)}
+    assert finals["alice"].text == "alice speaks here" and finals["bob"].text == "bob says this"
+    assert finals["alice"].utterance_id != finals["bob"].utterance_id
+    for event in rig.of(TranscriptPartial):
+        assert isinstance(event, TranscriptPartial)
+        assert normalize_words(event.text)[0] == event.speaker_id
+    for _, _, samples in stt.calls:
+        assert len(set(samples[samples > 1].tolist())) == 1, "a decode never mixes speakers"
+
+
+def test_one_decode_in_flight_per_speaker_and_in_total() -> None:
+    stt = ScriptedStt(words_by_length("a b c d e f"))
+    rig = Rig(stt)
+    rig.hold = True
+    rig.feed(timeline("alice", 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.0))
+    rig.feed(timeline("bob", 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.0))
+    assert len(rig.held) == 1, "with one decode slot nothing else starts until it completes"
+    job = rig.held.pop()
+    rig.hold = False
+    rig.run_jobs(rig.tr.complete(job, Hypothesis(text="a", confidence=0.9)))
+    # Once the slot frees, each speaker's latest audio is decoded once, longest-waiting (bob) first:
+    # no backlog of stale partial decodes.
+    assert [(size, final) for size, final, _ in stt.calls] == [(int(1.1 * RATE), False)] * 2
+    last = rig.of(TranscriptPartial)[-1]
+    assert isinstance(last, TranscriptPartial) and last.speaker_id == "alice"
+
+
+def test_bot_speaking_never_drops_the_users_audio() -> None:
+    stt = ScriptedStt(words_by_length("stop right there"))
+    rig = Rig(stt)
+    frames = timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.1)
+    frames = [
+        frame(
+            "alice",
+            f.frame.timestamp,
+            speech=f.user_speech,
+            value=7 if f.user_speech else 1,
+            bot_speaking=True,
+        )
+        for f in frames
+    ]
+    rig.feed(frames)
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "stop right there"
+    assert [size for size, is_final, _ in stt.calls if is_final] == [int(1.2 * RATE)]  # 0.2 s pre-roll + 1 s
+
+
+def test_remove_speaker_discards_and_frees_state() -> None:
+    stt = ScriptedStt(words_by_length("never finished sentence"))
+    rig = Rig(stt)
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.6, tail_s=0.0))
+    rig.hold = True
+    rig.feed([frame("alice", 100.8 + 0.02 * i, speech=True, value=7) for i in range(15)])
+    assert rig.held, "a partial decode is in flight"
+    rig.tr.remove_speaker("alice")
+    assert rig.tr.speakers == ()
+    (discarded,) = rig.of(TranscriptDiscarded)
+    assert isinstance(discarded, TranscriptDiscarded) and discarded.reason == "speaker_removed"
+    before = len(rig.events)
+    job = rig.held.pop()
+    rig.hold = False
+    rig.run_jobs(rig.tr.complete(job, Hypothesis(text="late result", confidence=0.9)))
+    assert len(rig.events) == before, "a decode finishing after removal publishes nothing"
+    rig.tr.remove_speaker("alice")  # idempotent
+
+
+def test_capture_stopped_end_of_speech_finishes_the_utterance() -> None:
+    rig = Rig(ScriptedStt(words_by_length("then the packets stopped")))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0))
+    assert not rig.of(TranscriptFinal)
+    rig.run_jobs(rig.tr.end_speech("alice", 101.2))
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "then the packets stopped"
+    # Frames still queued behind the event: the end waits until the audio up to it was pushed.
+    rig.feed(timeline("bob", 102.0, silence_s=0.0, speech_s=0.6, tail_s=0.0))
+    rig.run_jobs(rig.tr.end_speech("bob", 102.8))
+    assert len(rig.of(TranscriptFinal)) == 1
+    rig.feed([frame("bob", 102.6 + 0.02 * i, speech=True, value=7) for i in range(10)])
+    assert len(rig.of(TranscriptFinal)) == 2
+
+
+def test_utterances_are_cut_at_the_length_cap() -> None:
+    stt = ScriptedStt(words_by_length("w " * 40))
+    rig = Rig(stt, TranscriberSettings(max_utterance_s=2.0, pre_roll_ms=0))
+    rig.feed(timeline("alice", 100.0, silence_s=0.1, speech_s=5.0, tail_s=0.1))
+    finals = rig.of(TranscriptFinal)
+    assert len(finals) == 3
+    assert all(size <= 2 * RATE for size, final, _ in stt.calls if final)
+
+
+def test_batch_provider_gets_finals_only() -> None:
+    stt = ScriptedStt(words_by_length("batch only"), streaming=False)
+    rig = Rig(stt)
+    rig.feed(timeline("alice", 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.1))
+    assert [final for _, final, _ in stt.calls] == [True]
+    assert not rig.of(TranscriptPartial) and len(rig.of(TranscriptFinal)) == 1
+
+
+def test_stability_filter_never_retracts() -> None:
+    f = StabilityFilter(2)
+    assert not f.update("Hello there")
+    assert f.update("hello, there friend") and f.text == "hello, there"
+    assert not f.update("Yellow there friend")  # disagrees inside the stable prefix
+    assert not f.update("Yellow there friend again")
+    assert f.text == "hello, there"
+    assert f.update("hello there friend, again") is False
+    assert f.update("Hello there friend again.") and normalize_words(f.text) == [
+        "hello",
+        "there",
+        "friend",
+        "again",
+    ]
+
+
+def test_wrong_frames_and_settings_are_rejected() -> None:
+    rig = Rig(ScriptedStt(words_by_length("x")))
+    stereo = AudioFrame(
+        pcm=bytes(4 * FRAME), sample_rate=RATE, channels=2, timestamp=1.0, frame_id=0, speaker_id="a"
+    )
+    bad = ProcessedFrame(
+        frame=stereo,
+        speech=True,
+        user_speech=True,
+        speech_probability=1.0,
+        bot_speaking=False,
+        apm_ok=True,
+        degraded=False,
+    )
+    with pytest.raises(AudioError):
+        rig.tr.push(bad)
+    with pytest.raises(ConfigError):
+        TranscriberSettings(stable_agreement=1)
+    with pytest.raises(ConfigError):
+        TranscriberSettings(max_utterance_s=31)
+
+
+async def frames_async(frames: list[ProcessedFrame]) -> AsyncIterator[ProcessedFrame]:
+    for f in frames:
+        yield f
+        await asyncio.sleep(0)
+
+
+async def test_provider_failure_is_an_error_event_and_the_transcriber_keeps_going() -> None:
+    calls = {"n": 0}
+
+    def flaky(samples: npt.NDArray[np.int16], final: bool) -> Hypothesis:
+        calls["n"] += 1
+        if final and calls["n"] < 100 and samples.size < 2 * RATE:
+            raise RuntimeError("decoder exploded")
+        return words_by_length("second try works")(samples, final)
+
+    stt = ScriptedStt(flaky)
+    bus, clock = EventBus(), FakeClock()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    tr = Transcriber(stt, bus=bus, clock=clock, session_id="s-2")
+    frames = timeline("alice", 0.0, silence_s=0.2, speech_s=1.0, tail_s=0.3)
+    frames += timeline("alice", 1.5, silence_s=0.2, speech_s=2.2, tail_s=0.3)
+    await asyncio.wait_for(tr.run(frames_async(frames)), 10)
+
+    errors = [e for e in events if isinstance(e, ErrorRaised)]
+    assert errors and errors[0].code == "STT_DECODE_FAILED" and errors[0].stage == "stt"
+    assert errors[0].details["final"] is True and errors[0].session_id == "s-2"
+    outcome = [e for e in events if isinstance(e, TranscriptFinal | TranscriptDiscarded)]
+    assert [type(e).__name__ for e in outcome] == ["TranscriptDiscarded", "TranscriptFinal"]
+    assert isinstance(outcome[0], TranscriptDiscarded) and outcome[0].reason == "stt_error"
+    assert isinstance(outcome[1], TranscriptFinal) and outcome[1].text == "second try works"
+    await tr.aclose()
+
+
+async def test_aclose_is_bounded_idempotent_and_discards_open_utterances() -> None:
+    release = threading.Event()
+
+    def stuck(samples: npt.NDArray[np.int16], final: bool) -> Hypothesis:
+        release.wait(5)
+        return Hypothesis(text="too late", confidence=0.9)
+
+    bus, clock = EventBus(), FakeClock()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    tr = Transcriber(
+        ScriptedStt(stuck), bus=bus, clock=clock, settings=TranscriberSettings(close_timeout_s=0.05)
+    )
+    stream: asyncio.Queue[ProcessedFrame] = asyncio.Queue()
+
+    async def frames() -> AsyncIterator[ProcessedFrame]:
+        while True:
+            yield await stream.get()
+
+    tr.start(frames())
+    for f in timeline("alice", 0.0, silence_s=0.1, speech_s=0.6, tail_s=0.0):
+        stream.put_nowait(f)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    await asyncio.wait_for(tr.aclose(), 2)
+    await tr.aclose()
+    release.set()
+    (discarded,) = [e for e in events if isinstance(e, TranscriptDiscarded)]
+    assert discarded.reason == "closed"
+    assert not [e for e in events if isinstance(e, TranscriptFinal | TranscriptPartial)]
+
+
+async def test_run_follows_capture_stopped_speech_ends_from_the_bus() -> None:
+    bus, clock = EventBus(), FakeClock()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    tr = Transcriber(ScriptedStt(words_by_length("packets just stopped")), bus=bus, clock=clock)
+    queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
+
+    async def stream() -> AsyncIterator[ProcessedFrame]:
+        while (item := await queue.get()) is not None:
+            queue.task_done()
+            yield item
+
+    done = asyncio.Event()
+    bus.subscribe(TranscriptFinal, lambda e: done.set())
+    runner = asyncio.create_task(tr.run(stream()))
+    for f in timeline("alice", 0.0, silence_s=0.2, speech_s=0.8, tail_s=0.0):
+        queue.put_nowait(f)
+    await queue.join()
+    await asyncio.sleep(0.05)  # let the partial decodes (worker threads) land
+    assert not done.is_set()
+    # Discord sent nothing more; the front end ended speech on its timer.
+    bus.publish(
+        SpeechEnded(
+            at=1.4,
+            speaker_id="alice",
+            audio_time=1.0,
+            started_audio_time=0.2,
+            duration_s=0.8,
+            reason="capture_stopped",
+        )
+    )
+    await asyncio.wait_for(done.wait(), 5)
+    finals = [e for e in events if isinstance(e, TranscriptFinal)]
+    assert len(finals) == 1 and finals[0].text == "packets just stopped"
+    queue.put_nowait(None)
+    await asyncio.wait_for(runner, 5)
+    await tr.aclose()

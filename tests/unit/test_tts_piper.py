@@ -1,0 +1,155 @@
+"""Piper TTS with the real packaged voice: format, plausible audio, first-chunk latency, early close."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from openab_voice.clock import perf_ns
+from openab_voice.errors import ConfigError, ProviderUnavailable
+from openab_voice.providers.registry import refuse
+from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, chat_registry, stt_registry, tts_registry
+from openab_voice.providers.tts_piper import PiperTts, load_voice
+
+# 3 to 15 words each, like the segmenter's output.
+SENTENCES = (
+    "Hello there.",
+    "I can hear you now.",
+    "The meeting starts at ten tomorrow.",
+    "Sure, I will post the summary in the text channel.",
+    "That build failed because a test timed out on the runner.",
+    "Your request is waiting for the operator to confirm it in the pinned message.",
+)
+
+
+class CountingVoice:
+    """The real Piper voice, counting the sentences it actually synthesizes."""
+
+    def __init__(self, voice: Any) -> None:
+        self._voice = voice
+        self.config = voice.config
+        self.sentences = 0
+
+    def synthesize(self, text: str, syn_config: Any = None) -> Iterator[Any]:
+        for chunk in self._voice.synthesize(text, syn_config=syn_config):
+            self.sentences += 1
+            yield chunk
+
+
+@pytest.fixture(scope="module")
+def voice() -> Any:
+    return load_voice(TtsConfig())
+
+
+@pytest.fixture
+async def tts(voice: Any) -> Any:
+    provider = PiperTts(TtsConfig(), voice=voice)
+    provider.warm_up()
+    yield provider
+    await provider.aclose()
+
+
+def _stereo(chunks: list[bytes]) -> np.ndarray[Any, np.dtype[np.int16]]:
+    return np.frombuffer(b"".join(chunks), dtype="<i2").reshape(-1, 2)
+
+
+async def test_speech_is_48k_stereo_and_plausibly_long(tts: PiperTts) -> None:
+    assert isinstance(tts, TextToSpeech)
+    assert tts.capabilities.native_rate == 22_050 and tts.capabilities.voice == "en_US-joe-medium"
+    chunks = [chunk async for chunk in tts.synthesize("The quick brown fox jumps over the lazy dog.")]
+    assert all(len(chunk) % 4 == 0 for chunk in chunks)
+    pcm = _stereo(chunks)
+    assert np.array_equal(pcm[:, 0], pcm[:, 1])
+    seconds = len(pcm) / 48_000
+    assert 1.5 < seconds < 5.0, seconds  # nine words of ordinary speech
+    rms = float(np.sqrt(np.mean(pcm[:, 0].astype(np.float64) ** 2)))
+    assert rms > 500, rms  # speech, not silence
+    # Speech energy sits below 4 kHz; a wrong rate assumption would shift it by 48/22.05.
+    spectrum = np.abs(np.fft.rfft(pcm[:, 0].astype(np.float64)))
+    freqs = np.fft.rfftfreq(len(pcm), 1 / 48_000)
+    assert spectrum[freqs < 4_000].sum() > 0.8 * spectrum.sum()
+
+
+async def test_first_chunk_latency(tts: PiperTts) -> None:
+    latencies_ms: list[float] = []
+    for sentence in SENTENCES:
+        start = perf_ns()
+        stream = tts.synthesize(sentence)
+        first = await anext(aiter(stream))
+        latencies_ms.append((perf_ns() - start) / 1e6)
+        assert first
+        async for _ in stream:
+            pass
+    p50 = float(np.percentile(latencies_ms, 50))
+    print(
+        f"piper first chunk: P50 {p50:.0f} ms, max {max(latencies_ms):.0f} ms over {len(latencies_ms)} sentences"
+    )
+    # Generous: measured ~80-360 ms on an idle 2-core machine; CI cores are shared.
+    assert p50 < 1_500, latencies_ms
+
+
+async def test_closing_early_stops_synthesis(voice: Any) -> None:
+    counting = CountingVoice(voice)
+    tts = PiperTts(TtsConfig(), voice=counting)
+    text = " ".join(SENTENCES)
+    stream = tts.synthesize(text)
+    first = await anext(aiter(stream))
+    assert first
+    await stream.aclose()  # type: ignore[attr-defined]
+    await tts.aclose()  # waits for the sentence in flight
+    assert counting.sentences <= 3 < len(SENTENCES)  # the first, the one in flight, one of slack
+
+
+async def test_cancelling_the_consumer_stops_synthesis(voice: Any) -> None:
+    counting = CountingVoice(voice)
+    tts = PiperTts(TtsConfig(), voice=counting)
+    got_audio = asyncio.Event()
+
+    async def play() -> None:
+        async for _ in tts.synthesize(" ".join(SENTENCES)):
+            got_audio.set()
+
+    task = asyncio.create_task(play())
+    await asyncio.wait_for(got_audio.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await tts.aclose()
+    assert counting.sentences <= 3 < len(SENTENCES)  # the first, the one in flight, one of slack
+
+
+async def test_empty_text_yields_nothing(tts: PiperTts) -> None:
+    assert [chunk async for chunk in tts.synthesize("  ")] == []
+
+
+def test_registry_names_the_extra_when_piper_is_missing() -> None:
+    registry = tts_registry().with_importer(refuse({"piper"}))
+    with pytest.raises(ProviderUnavailable) as caught:
+        registry.create("piper", TtsConfig())
+    assert caught.value.details["extra"] == "tts"
+    assert caught.value.details["missing_module"] == "piper"
+    with pytest.raises(ConfigError):
+        tts_registry().create("espeak", TtsConfig())
+
+
+def test_missing_voice_file_is_provider_unavailable(tmp_path: Any) -> None:
+    with pytest.raises(ProviderUnavailable) as caught:
+        load_voice(TtsConfig(model_path=tmp_path / "absent.onnx"))
+    assert caught.value.details["extra"] == "tts"
+
+
+def test_speech_registries_list_the_shipped_providers() -> None:
+    assert stt_registry().names() == ("faster-whisper",)
+    assert tts_registry().names() == ("piper", "openai")
+    assert chat_registry().names() == ("llama", "openai")
+    with pytest.raises(ProviderUnavailable) as caught:
+        stt_registry().with_importer(refuse({"ctranslate2"})).create("faster-whisper", None)
+    assert caught.value.details["extra"] == "audio"
+    with pytest.raises(ProviderUnavailable) as openai_missing:
+        tts_registry().with_importer(refuse({"openai"})).create("openai", TtsConfig())
+    assert openai_missing.value.details["extra"] == "openai"
