@@ -40,7 +40,8 @@ from openab_voice.engine.events import (
     TranscriptFinal,
     TranscriptPartial,
 )
-from openab_voice.engine.transcriber import DecodeJob, Transcriber, TranscriberSettings, normalize_words
+from openab_voice.engine.stability import normalize_words
+from openab_voice.engine.transcriber import DecodeJob, Transcriber, TranscriberSettings
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 from openab_voice.providers.speech_registry import SttConfig
 from openab_voice.providers.stt_faster_whisper import create

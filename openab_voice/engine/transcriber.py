@@ -29,7 +29,6 @@ import asyncio
 import collections
 import itertools
 import logging
-import re
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 
@@ -47,6 +46,7 @@ from openab_voice.engine.events import (
     TranscriptFinal,
     TranscriptPartial,
 )
+from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.errors import AudioError, ConfigError, OpenabError
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 
@@ -54,12 +54,6 @@ log = logging.getLogger(__name__)
 
 _END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
 _EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
-_WORD = re.compile(r"[^\w']+|(?<!\w)'|'(?!\w)")
-
-
-def normalize_words(text: str) -> list[str]:
-    """Lowercase words without punctuation: what hypotheses are compared on."""
-    return _WORD.sub(" ", text.lower()).split()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,40 +91,6 @@ class TranscriberSettings:
             raise ConfigError("need stable_agreement >= 2 and a decode slot", setting="stable_agreement")
         if not 0 < self.max_utterance_s <= 30 or self.pre_roll_ms < 0:
             raise ConfigError("max_utterance_s must be in (0, 30]", setting="max_utterance_s")
-
-
-class StabilityFilter:
-    """Longest common word prefix of the last ``agreement`` hypotheses; grows, never retracts."""
-
-    def __init__(self, agreement: int) -> None:
-        self._history: collections.deque[list[tuple[str, str]]] = collections.deque(maxlen=agreement)
-        self._stable: list[tuple[str, str]] = []
-
-    @property
-    def text(self) -> str:
-        """The stable prefix, spelt as in the latest hypothesis that extended it."""
-        return " ".join(raw for _, raw in self._stable)
-
-    def update(self, hypothesis: str) -> bool:
-        """Add a hypothesis; True when the stable prefix grew."""
-        words = [
-            (norm, raw) for raw in hypothesis.split() for norm in [" ".join(normalize_words(raw))] if norm
-        ]
-        self._history.append(words)
-        if len(self._history) < (self._history.maxlen or 0):
-            return False
-        common = 0
-        shortest = min(len(h) for h in self._history)
-        while common < shortest and len({h[common][0] for h in self._history}) == 1:
-            common += 1
-        stable = len(self._stable)
-        # Only an extension of what is already stable counts: a disagreement inside the stable
-        # prefix waits for the final instead of retracting words a listener may have acted on.
-        if common <= stable or any(self._stable[i][0] != words[i][0] for i in range(stable)):
-            return False
-        # Same words, latest spelling: "ago." mid-sentence becomes "ago" once the sentence goes on.
-        self._stable = words[:common]
-        return True
 
 
 @dataclass(slots=True, eq=False)

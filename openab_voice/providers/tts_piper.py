@@ -82,6 +82,9 @@ def load_voice(config: TtsConfig) -> PiperVoice:
     return PiperVoice(session=session, config=piper_config)
 
 
+_CLOSE_TIMEOUT_S = 5.0  # a sentence in flight takes well under a second
+
+
 @dataclass(frozen=True, slots=True)
 class _Failed:
     error: BaseException
@@ -196,8 +199,13 @@ class PiperTts:
         if self._closed:
             return
         self._closed = True
-        if self._jobs:
-            await asyncio.wait(set(self._jobs))
+        # Only jobs of this loop can be awaited here: a job started on a loop that has since closed
+        # (one provider shared across event loops, as in tests) never completes its future.
+        loop = asyncio.get_running_loop()
+        mine = {job for job in self._jobs if job.get_loop() is loop and not job.done()}
+        self._jobs.clear()
+        if mine:
+            await asyncio.wait(mine, timeout=_CLOSE_TIMEOUT_S)
         self._executor.shutdown(wait=False)
 
 

@@ -1,0 +1,227 @@
+"""Scenario tests of the spoken conversation through the loopback Discord emulator.
+
+Real Discord protocol, receiver, audio front end, faster-whisper STT and Piper TTS; only the LLM is a
+scripted stand-in (``ScriptedChatModel``) so the answers, and therefore the assertions, are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.clock import SystemClock
+from openab_voice.config import load_settings
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    DialogueStateChanged,
+    InterruptionDetected,
+    TranscriptFinal,
+    TurnIgnored,
+)
+from openab_voice.engine.settings import DialogueSettings, negotiate
+from openab_voice.providers.speech import SpeechToText, TextToSpeech
+from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.testing.chat import Reply, ScriptedChatModel
+from openab_voice.testing.emulator import EchoPath, EmulatorConfig
+from openab_voice.testing.harness import BotOnEmulator
+
+pytestmark = pytest.mark.e2e
+
+ALICE, BOB = 1001, 1002
+LONG_ANSWER = (
+    "The Eiffel Tower was finished in eighteen eighty nine. It was built for the World's Fair in Paris. "
+    "It is about three hundred metres tall. Millions of people visit it every single year."
+)
+LINES = {
+    "question": "What is the capital of France?",
+    "tower": "Tell me about the Eiffel Tower.",
+    "stop": "Wait, stop please.",
+    "aside": "I think the weather is nice today.",
+    "addressed": "Jarvis, tell me about the Eiffel Tower.",
+    "again": "What is the capital of France?",
+}
+
+
+@pytest.fixture(scope="module")
+def voices() -> Iterator[tuple[SpeechToText, TextToSpeech, dict[str, bytes]]]:
+    """Models loaded once per module; the speakers' lines synthesized with the same Piper voice."""
+    stt = stt_registry().create("faster-whisper", SttConfig())
+    tts = tts_registry().create("piper", TtsConfig())
+
+    async def synthesize() -> dict[str, bytes]:
+        return {key: b"".join([c async for c in tts.synthesize(text)]) for key, text in LINES.items()}
+
+    speech = asyncio.run(synthesize())
+    yield stt, tts, speech
+    asyncio.run(tts.aclose())
+    stt.close()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def transitions(self) -> list[str]:
+        return [f"{e.previous}->{e.state}" for e in self.of(DialogueStateChanged)]
+
+
+def session(
+    voices: tuple[SpeechToText, TextToSpeech, dict[str, bytes]], replies: list[Reply], users: dict[int, str]
+) -> tuple[BotOnEmulator, ScriptedChatModel, Recorder]:
+    stt, tts, _ = voices
+    chat = ScriptedChatModel(SystemClock(), replies, ttft_s=0.2, token_s=0.01)
+    dialogue, caps = negotiate(
+        DialogueSettings(false_interruption_window_s=2.5),
+        stt=stt.capabilities,
+        tts=tts.capabilities,
+        chat=chat.capabilities,
+    )
+    providers = ConversationProviders(stt=stt, tts=tts, chat=chat, dialogue=dialogue, capabilities=caps)
+    settings = load_settings({}, playback_enabled=True, dialogue_enabled=True)
+    h = BotOnEmulator(
+        settings, EmulatorConfig(dave=True, bot_name="Jarvis"), users=users, providers=providers
+    )
+    events = Recorder()
+    h.bus.subscribe(Event, events)
+    return h, chat, events
+
+
+async def wait_for(events: Recorder, kind: type[Any], count: int = 1, within_s: float = 20.0) -> list[Any]:
+    for _ in range(int(within_s / 0.05)):
+        found = events.of(kind)
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no {kind.__name__} within {within_s} s; transitions: {events.transitions()}")
+
+
+def context_rows(h: BotOnEmulator) -> list[dict[str, str]]:
+    assert h.session.conversation is not None
+    return h.session.conversation.context.dump()
+
+
+async def test_question_is_transcribed_and_answered(voices) -> None:
+    h, chat, events = session(voices, ["Paris is the capital of France."], {ALICE: "alice"})
+    async with h:
+        await h.emulator.speaker(ALICE).say(voices[2]["question"])
+        done = await wait_for(events, BotUtteranceFinished)
+        rows = context_rows(h)
+        heard = np.frombuffer(h.emulator.bot_audio.pcm(), dtype="<i2")
+    final = events.of(TranscriptFinal)[0]
+    assert "capital of france" in final.text.lower() and final.speaker_id == str(ALICE)
+    assert chat.requests[0][-1].content == f"alice: {final.text}"  # the transcript, attributed to its speaker
+    assert done[0].spoken_text == "Paris is the capital of France." and not done[0].interrupted
+    assert events.transitions()[:4] == [
+        "idle->listening",
+        "listening->thinking",
+        "thinking->speaking",
+        "speaking->listening",
+    ]
+    assert rows == [
+        {"role": "user", "speaker": str(ALICE), "text": final.text},
+        {"role": "assistant", "speaker": "", "text": "Paris is the capital of France."},
+    ]
+    assert len(heard) > 48_000 and np.abs(heard).mean() > 100  # the answer was heard in Discord
+
+
+async def test_interruption_cancels_the_answer_and_commits_only_what_was_heard(voices) -> None:
+    h, chat, events = session(voices, [LONG_ANSWER, "Okay, I stopped."], {ALICE: "alice"})
+    async with h:
+        speaker = h.emulator.speaker(ALICE)
+        await speaker.say(voices[2]["tower"])
+        await wait_for(events, DialogueStateChanged, count=3)  # ... -> speaking
+        await asyncio.sleep(2.5)  # into the second sentence
+        await speaker.say(voices[2]["stop"])
+        utterances = await wait_for(events, BotUtteranceFinished, count=2)
+        rows = context_rows(h)
+    cut = utterances[0]
+    assert cut.interrupted and cut.text.startswith("The Eiffel Tower was finished")
+    assert cut.spoken_text and len(cut.spoken_text) < len(LONG_ANSWER)
+    assert LONG_ANSWER.startswith(cut.spoken_text)  # whole sentences only, in order
+    assert events.of(InterruptionDetected)[0].speaker_id == str(ALICE)
+    transitions = events.transitions()
+    i = transitions.index("speaking->interrupted")
+    assert transitions[i + 1] == "interrupted->listening"
+    assistant = [r["text"] for r in rows if r["role"] == "assistant"]
+    assert assistant[0] == cut.spoken_text  # heard-only context
+    assert (
+        utterances[1].spoken_text == "Okay, I stopped."
+    )  # the interrupting speech was transcribed and answered
+
+
+async def test_talk_among_humans_without_the_wake_name_gets_no_reply(voices) -> None:
+    h, chat, events = session(voices, ["This must not be said."], {ALICE: "alice", BOB: "bob"})
+    async with h:
+        await h.emulator.speaker(ALICE).say(voices[2]["question"])
+        ignored = await wait_for(events, TurnIgnored)
+        await asyncio.sleep(1.0)
+        rows = context_rows(h)
+    assert ignored[0].reason == "not_addressed" and ignored[0].speaker_id == str(ALICE)
+    assert chat.requests == [] and events.of(BotUtteranceFinished) == []
+    assert h.emulator.bot_audio.ms < 100
+    assert [r["role"] for r in rows] == ["note"]  # kept as channel context only
+
+
+async def test_speech_not_for_the_bot_is_a_false_interruption_and_the_answer_resumes(voices) -> None:
+    h, chat, events = session(voices, [LONG_ANSWER], {ALICE: "alice", BOB: "bob"})
+    async with h:
+        await h.emulator.speaker(ALICE).say(voices[2]["addressed"])
+        await wait_for(events, DialogueStateChanged, count=3)
+        await asyncio.sleep(2.0)
+        await h.emulator.speaker(BOB).say(voices[2]["aside"])  # bob talks to alice over the bot
+        await wait_for(events, InterruptionDetected)
+        for _ in range(300):
+            if "false_interruption" in [e.cause for e in events.of(DialogueStateChanged)]:
+                break
+            await asyncio.sleep(0.05)
+        utterances = await wait_for(events, BotUtteranceFinished, count=1, within_s=30)
+    causes = [e.cause for e in events.of(DialogueStateChanged)]
+    assert "false_interruption" in causes  # bob's aside was not a turn: the bot picked up again
+    assert len(chat.requests) == 1  # resumed from the cut sentence, not re-asked
+    assert utterances[-1].spoken_text  # and something more was said after the interruption
+
+
+async def test_echo_of_the_bot_never_interrupts_it(voices) -> None:
+    h, chat, events = session(voices, [LONG_ANSWER], {ALICE: "alice"})
+    async with h:
+        speaker = h.emulator.speaker(ALICE)
+        await speaker.say(voices[2]["tower"])
+        await wait_for(events, DialogueStateChanged, count=3)
+        await speaker.say_echo_only(5.0, EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=4))
+        done = await wait_for(events, BotUtteranceFinished, within_s=30)
+    assert events.of(InterruptionDetected) == []
+    assert not done[0].interrupted and done[0].spoken_text == LONG_ANSWER
+
+
+async def test_llm_failure_recovers_to_listening_without_touching_context(voices) -> None:
+    h, chat, events = session(voices, ["!fail", "Paris is the capital of France."], {ALICE: "alice"})
+    async with h:
+        speaker = h.emulator.speaker(ALICE)
+        await speaker.say(voices[2]["question"])
+        for _ in range(200):
+            if "recovering->listening" in events.transitions():
+                break
+            await asyncio.sleep(0.05)
+        rows_after_failure = context_rows(h)
+        failed = len(events.of(BotUtteranceFinished))  # the failed turn reports an empty, cut utterance
+        await speaker.say(voices[2]["again"])
+        done = await wait_for(events, BotUtteranceFinished, count=failed + 1)
+        rows = context_rows(h)
+    transitions = events.transitions()
+    assert "thinking->recovering" in transitions and "recovering->listening" in transitions
+    assert any(e.code == "LLM_FAILED" for e in events.of(ErrorRaised))
+    assert rows_after_failure == []  # the failed turn left no trace in context
+    assert done[-1].spoken_text == "Paris is the capital of France."
+    assert [r["role"] for r in rows] == ["user", "assistant"]
