@@ -30,6 +30,7 @@ def write_scenario(folder: Path, **overrides: object) -> Path:
         "dave": True,
         "loss": 0.0,
         "until": 4.2,
+        "dialogue": False,
         "speakers": [{"id": "1001", "name": "alice", "audio": [{"at": 0.3, "file": "clips/a.wav"}]}],
         **overrides,
     }
@@ -51,6 +52,30 @@ async def test_demo_report_and_recordings(tmp_path: Path) -> None:
     with wave.open(str(tmp_path / "rec" / "1001.wav")) as w:
         assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (48_000, 2, 2)
         assert w.getnframes() >= 48_000 * 3
+
+
+async def test_bundled_scenario_holds_a_conversation(tmp_path: Path) -> None:
+    report = await run_demo(load_scenario(None), settings=load_settings({}), quiet=True)
+    assert set(report) >= {
+        "speakers",
+        "dave",
+        "bot_audio_ms",
+        "transcripts",
+        "bot_utterances",
+        "states",
+        "metrics",
+    }
+    assert len(report["transcripts"]) >= 2
+    assert all(
+        t["speaker"] in {"1001", "1002"} and t["text"] and t["end"] > t["start"]
+        for t in report["transcripts"]
+    )
+    assert any("capital of france" in t["text"].lower() for t in report["transcripts"])
+    assert report["bot_utterances"], "the bot never answered"
+    states = [s["state"] for s in report["states"]]
+    assert {"listening", "thinking", "speaking"} <= set(states)
+    assert report["metrics"]["first_stable_partial_ms"] and report["metrics"]["eou_to_first_audio_ms"]
+    assert report["bot_audio_ms"] > 3000  # greeting plus at least one spoken answer
 
 
 def test_bad_scenarios_are_structured_errors(tmp_path: Path) -> None:
