@@ -105,7 +105,14 @@ def _bench_stt(args: argparse.Namespace) -> dict[str, Any]:
     return run(utterances=args.utterances)
 
 
+def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.dialogue import run
+
+    return run(trials=args.trials, ttft_ms=args.ttft_ms)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "dialogue": _bench_dialogue,
     "receive": _bench_receive,
     "frontend": _bench_frontend,
     "stt": _bench_stt,
@@ -154,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
+    p.add_argument("--trials", type=int, default=5, help="dialogue: question/interruption trials")
+    p.add_argument("--ttft-ms", type=float, default=300.0, help="dialogue: the fake LLM's time to first token")
     p.set_defaults(func=_cmd_bench)
     return parser
 

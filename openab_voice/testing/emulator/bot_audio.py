@@ -35,6 +35,8 @@ class BotAudioSink:
         decrypt_failures: packets whose transport or DAVE decryption failed.
         decode_failures: packets that decrypted but were not valid Opus.
         late_packets: duplicate or out-of-order packets that were dropped.
+        last_audio_at: arrival time (the emulator's clock) of the last packet that decoded to audio,
+            Opus silence frames excluded: when the bot's sound last reached the call (None: never).
     """
 
     def __init__(self) -> None:
@@ -53,6 +55,7 @@ class BotAudioSink:
         self.decrypt_failures = 0
         self.decode_failures = 0
         self.late_packets = 0
+        self.last_audio_at: float | None = None
 
     def pcm(self) -> bytes:
         """Everything decoded so far: interleaved 48 kHz stereo s16le."""
@@ -99,6 +102,7 @@ class BotAudioSink:
             self.decode_failures += 1
             return
         self.packets += 1
+        self.last_audio_at = arrival
 
     def _append(self, pcm: bytes, arrival: float) -> None:
         self.room.add(pcm, arrival)

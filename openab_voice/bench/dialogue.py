@@ -1,0 +1,398 @@
+"""Dialogue benchmark: barge-in, transcript, TTS and answer latencies, and echo false interrupts,
+measured end to end through the loopback Discord emulator (DAVE on).
+
+Everything is real but the LLM: Discord protocol, receiver, audio front end (APM, VAD, echo gate),
+faster-whisper ``tiny.en``, Piper and the conversation engine. The chat model is
+:class:`~openab_voice.testing.chat.ScriptedChatModel` with a configurable time to first token, so
+the answer (four sentences, several seconds of speech) and its timing are fixed. One human is in
+the channel, so every final transcript is a turn (no wake name needed).
+
+Two sessions, ``trials`` rounds each:
+
+* **barge-in**: the speaker asks a question; about 1.0 s after the bot's first audio reaches the
+  emulator, the speaker says "Wait, stop please." ``barge_in_ms`` runs from the speech onset in
+  the speaker's audio (the time ``say`` started plus the clip's leading silence, from its 20 ms RMS
+  envelope) to the arrival at the emulator of the bot's last audio packet after that onset
+  (``BotAudioSink.last_audio_at``): what a listener hears, not what the engine believes. A
+  barge-in the engine never detected still counts (the answer's end is then its last audio) and is
+  also reported in ``diagnostics.missed_barge_ins``. This session does not resume after a false
+  interruption (resuming would only repeat the answer when the words are lost).
+* **echo**: the speaker asks the question, then sends only the echo of the bot's answer
+  (``say_echo_only``, 80 ms, -6 dB, 40 ms reverb) for the whole answer; every
+  ``InterruptionDetected`` there is an ``echo_false_interrupts``.
+
+``first_stable_partial_ms``, ``tts_first_chunk_ms`` and ``eou_to_first_audio_ms`` are the engine's
+own ``LatencyMeasured`` samples from both sessions; the last has the fake LLM's configured time to
+first token subtracted. ``diagnostics`` splits barge-in into its stages (speech the front end did
+not flag, detection delay, engine, output stop), gives the engine's own ``barge_in_ms`` (from the
+accepted onset) and the end-of-speech-to-final time, so a missed target points at its cause. Wall
+time: about 20 s per trial (one round of each kind) plus model loading, on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from openab_voice.audio.events import SpeechEnded, SpeechStarted
+from openab_voice.bus.events import Event
+from openab_voice.clock import Clock, SystemClock
+from openab_voice.config import load_settings
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    DialogueStateChanged,
+    InterruptionDetected,
+    LatencyMeasured,
+    TranscriptDiscarded,
+    TranscriptFinal,
+)
+from openab_voice.engine.settings import DialogueSettings, negotiate
+from openab_voice.errors import EmulatorError
+from openab_voice.providers.speech import ChatMessage, SpeechToText, TextToSpeech
+from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.testing.chat import ScriptedChatModel
+from openab_voice.testing.emulator import EchoPath, EmulatorConfig
+from openab_voice.testing.harness import BotOnEmulator
+
+__all__ = ["TARGETS", "run"]
+
+TARGETS: dict[str, float] = {
+    "barge_in_ms": 120.0,
+    "first_stable_partial_ms": 800.0,
+    "tts_first_chunk_ms": 250.0,
+    "eou_to_first_audio_ms": 700.0,
+    "echo_false_interrupts": 0,
+}
+_ENGINE_METRICS = ("first_stable_partial_ms", "eou_to_first_audio_ms", "tts_first_chunk_ms")
+
+QUESTION = "What is the capital of France?"
+STOP = "Wait, stop please."
+_SENTENCES = (
+    "The capital of France is Paris.",
+    "It lies on the river Seine.",
+    "About two million people live there.",
+    "It is famous for the Eiffel Tower.",
+)
+ANSWER = " ".join(_SENTENCES)  # about 7 s of Piper speech
+ACK = "Okay."
+
+_USER = 1001
+_INTERRUPT_AFTER_S = 1.0  # after the bot's first audio reached the emulator
+_ONSET_DBFS = -40.0  # a 20 ms frame louder than this starts the speech
+_FRAME_BYTES = 48_000 * 4 // 50  # 20 ms of 48 kHz stereo s16le
+_POLL_S = 0.005
+_WAIT_S = 30.0
+_QUIET_S = 0.4  # bot silent and listening this long: the round is over
+_CONCLUDE_S = 5.0  # after the interruption was said, its transcript (or discard) comes within this
+
+E = TypeVar("E", bound=Event)
+
+
+@dataclass(frozen=True, slots=True)
+class _Clips:
+    question: bytes
+    stop: bytes
+    stop_onset_s: float  # leading silence of ``stop``
+    answer_s: float  # how long the bot's answer lasts when spoken
+
+
+@dataclass(slots=True)
+class _Samples:
+    barge_in: list[float] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in _ENGINE_METRICS})
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    engine_barge_in: list[float] = field(default_factory=list)
+    speech_end_to_final: list[float] = field(default_factory=list)
+    echo_false_interrupts: list[int] = field(default_factory=list)  # per echo round
+    missed_barge_ins: int = 0
+
+
+def run(*, trials: int = 5, ttft_ms: float = 300.0, seed: int = 0) -> dict[str, Any]:
+    """Run the benchmark (real STT and TTS, fake LLM) and return a JSON-friendly report.
+
+    Args:
+        trials: rounds of each kind (barge-in, echo only).
+        ttft_ms: the fake LLM's time to first token; subtracted from ``eou_to_first_audio_ms``.
+        seed: seeds the emulator (impairments, RTP start) and the echo's reverb.
+
+    Returns:
+        ``{"barge_in_ms": {"p50", "p95", "n"}, "first_stable_partial_ms": {...},
+        "eou_to_first_audio_ms": {...}, "tts_first_chunk_ms": {...}, "echo_false_interrupts",
+        "trials", "ttft_ms", "targets", "meets_targets", "diagnostics"}``.
+
+    Raises:
+        ValueError: ``trials`` < 1 or a negative ``ttft_ms``.
+        ProviderUnavailable: faster-whisper or Piper is not installed.
+    """
+    if trials < 1 or ttft_ms < 0:
+        raise ValueError("need at least one trial and a non-negative ttft_ms")
+    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed))
+    return _report(samples, trials=trials, ttft_ms=ttft_ms)
+
+
+async def _bench(trials: int, ttft_s: float, seed: int) -> _Samples:
+    clock = SystemClock()
+    stt = stt_registry().create("faster-whisper", SttConfig())
+    tts = tts_registry().create("piper", TtsConfig())
+    samples = _Samples()
+    try:
+        clips = await _clips(tts)
+        # No resume after a false interruption here: when the interruption's words are lost, the
+        # rest of the answer would be said again, which only costs time (barge-in is measured first).
+        async with _Session(clock, stt, tts, ttft_s=ttft_s, seed=seed, resume=False) as s:
+            for _ in range(trials):
+                await _barge_in_round(s, clips, samples)
+            s.collect(samples, ttft_s)
+        echo = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=seed)
+        async with _Session(clock, stt, tts, ttft_s=ttft_s, seed=seed + 1, resume=True) as s:
+            for _ in range(trials):
+                await _echo_round(s, clips, echo, samples)
+            s.collect(samples, ttft_s)
+    finally:
+        await tts.aclose()
+        stt.close()
+    return samples
+
+
+async def _clips(tts: TextToSpeech) -> _Clips:
+    async def speak(text: str) -> bytes:
+        return b"".join([chunk async for chunk in tts.synthesize(text)])
+
+    stop = await speak(STOP)
+    answer_bytes = 0
+    for sentence in _SENTENCES:  # the bot synthesizes sentence by sentence too
+        answer_bytes += len(await speak(sentence))
+    return _Clips(
+        question=await speak(QUESTION),
+        stop=stop,
+        stop_onset_s=leading_silence_s(stop),
+        answer_s=answer_bytes / (48_000 * 4),
+    )
+
+
+def leading_silence_s(pcm: bytes, *, threshold_dbfs: float = _ONSET_DBFS) -> float:
+    """Seconds before the first 20 ms frame of 48 kHz stereo s16le whose RMS exceeds ``threshold_dbfs``
+    (the clip's length when none does)."""
+    samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 4], dtype="<i2").astype(np.float64)
+    frames = len(pcm) // _FRAME_BYTES
+    if frames == 0:
+        return len(pcm) / (48_000 * 4)
+    per_frame = _FRAME_BYTES // 2
+    rms = np.sqrt(np.mean(samples[: frames * per_frame].reshape(frames, per_frame) ** 2, axis=1))
+    loud = np.flatnonzero(rms > 32768.0 * 10 ** (threshold_dbfs / 20))
+    return (int(loud[0]) if loud.size else frames) * 0.02
+
+
+class _Session:
+    """One bot on the emulator with one user, its events recorded and waited on by polling."""
+
+    def __init__(
+        self, clock: Clock, stt: SpeechToText, tts: TextToSpeech, *, ttft_s: float, seed: int, resume: bool
+    ) -> None:
+        self.clock = clock
+        self.chat = ScriptedChatModel(clock, [_reply], ttft_s=ttft_s, token_s=0.02)
+        dialogue, caps = negotiate(
+            DialogueSettings(resume_after_false_interruption=resume),
+            stt=stt.capabilities,
+            tts=tts.capabilities,
+            chat=self.chat.capabilities,
+        )
+        providers = ConversationProviders(
+            stt=stt, tts=tts, chat=self.chat, dialogue=dialogue, capabilities=caps
+        )
+        settings = load_settings({}, playback_enabled=True, dialogue_enabled=True)
+        self.h = BotOnEmulator(
+            settings,
+            EmulatorConfig(dave=True, seed=seed),
+            users={_USER: "alice"},
+            clock=clock,
+            providers=providers,
+        )
+        self.events: list[Event] = []
+        self.state = "idle"
+        self._speech = [0, 0]  # the user's SpeechStarted, SpeechEnded
+        self._ended_at: float | None = None  # last SpeechEnded not yet followed by its transcript
+        self.h.bus.subscribe(Event, self._on_event)
+
+    def _on_event(self, e: Event) -> None:
+        """Record ``e`` and keep what the waits poll up to date (polling never scans the log)."""
+        self.events.append(e)
+        match e:
+            case DialogueStateChanged():
+                self.state = e.state
+            case SpeechStarted() if e.speaker_id == str(_USER):
+                self._speech[0] += 1
+            case SpeechEnded() if e.speaker_id == str(_USER):
+                self._speech[1] += 1
+                self._ended_at = e.at
+            case TranscriptFinal() | TranscriptDiscarded() if e.speaker_id == str(_USER):
+                self._ended_at = None
+
+    def user_idle(self) -> bool:
+        """The user is not talking and the last utterance was transcribed (or, after 3 s, never will be)."""
+        started, ended = self._speech
+        pending = self._ended_at is not None and self.clock.monotonic() - self._ended_at < 3.0
+        return ended >= started and not pending
+
+    async def __aenter__(self) -> _Session:
+        await self.h.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.h.aclose()
+
+    def of(self, kind: type[E], since: int = 0) -> list[E]:
+        return [e for e in self.events[since:] if isinstance(e, kind)]
+
+    async def poll(self, ready: Callable[[], bool], within_s: float) -> bool:
+        """Poll ``ready`` every few ms; False when ``within_s`` passed first."""
+        deadline = self.clock.monotonic() + within_s
+        while not ready():
+            if self.clock.monotonic() > deadline:
+                return False
+            await self.clock.sleep(_POLL_S)
+        return True
+
+    async def until(self, ready: Callable[[], bool], what: str, within_s: float = _WAIT_S) -> None:
+        if not await self.poll(ready, within_s):
+            raise EmulatorError(f"dialogue bench: {what} within {within_s} s", code="EMULATOR_TIMEOUT")
+
+    async def first_audio_after(self, since: float) -> float:
+        """Poll until bot audio that arrived after ``since`` shows up; returns that arrival time."""
+        sink = self.h.emulator.bot_audio
+        await self.until(lambda: (sink.last_audio_at or since) > since, "no bot audio")
+        assert sink.last_audio_at is not None
+        return sink.last_audio_at
+
+    async def settle(self) -> None:
+        """Wait until the user is idle, the bot listening and silent, all for ``_QUIET_S`` unbroken."""
+        sink = self.h.emulator.bot_audio
+        since: list[float] = []
+
+        def quiet() -> bool:
+            now, last = self.clock.monotonic(), sink.last_audio_at
+            silent = last is None or now - last > _QUIET_S
+            if not (self.state in ("listening", "idle") and silent and self.user_idle()):
+                since.clear()
+                return False
+            if not since:
+                since.append(now)
+            return now - since[0] >= _QUIET_S
+
+        await self.until(quiet, "the bot did not go quiet")
+
+    def collect(self, samples: _Samples, ttft_s: float) -> None:
+        for e in self.of(LatencyMeasured):
+            if e.metric == "barge_in_ms":
+                samples.engine_barge_in.append(e.value_ms)
+            elif e.metric in samples.metrics:
+                value = e.value_ms - (ttft_s * 1000.0 if e.metric == "eou_to_first_audio_ms" else 0.0)
+                samples.metrics[e.metric].append(value)
+        for f in self.of(TranscriptFinal):
+            samples.speech_end_to_final.append((f.at - f.audio_end) * 1000.0)
+
+
+def _reply(messages: Sequence[ChatMessage]) -> str:
+    """The long answer to the question; a short one to anything else (the stop, or echo that leaked
+    through as a turn), so that a round never waits on a second long answer."""
+    heard = messages[-1].content.lower() if messages else ""
+    return ANSWER if "capital" in heard or "france" in heard else ACK
+
+
+async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None:
+    speaker = s.h.emulator.speaker(_USER)
+    asked = s.clock.monotonic()
+    await speaker.say(clips.question)
+    first = await s.first_audio_after(asked)
+    await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
+    mark = len(s.events)
+    said = s.clock.monotonic()
+    await speaker.say(clips.stop)
+    onset = said + clips.stop_onset_s
+
+    def concluded() -> bool:
+        return s.user_idle() and bool(s.of(TranscriptFinal, mark) or s.of(TranscriptDiscarded, mark))
+
+    # A reply to the interruption starts at least one LLM TTFT after its final, so the last audio
+    # before that final belongs to the interrupted answer. With no transcript at all (the words were
+    # never detected), the answer runs on: its end is then the last audio once the bot is quiet.
+    if not await s.poll(concluded, _CONCLUDE_S):
+        await s.settle()
+    last = s.h.emulator.bot_audio.last_audio_at
+    if not s.of(InterruptionDetected, mark):
+        samples.missed_barge_ins += 1
+    if last is not None and last > onset:
+        samples.barge_in.append((last - onset) * 1000.0)
+        _stages(s, mark, onset, last, samples.stages)
+    await s.settle()  # the reply to "stop", if its words were understood
+
+
+def _stages(s: _Session, mark: int, onset: float, last: float, out: dict[str, list[float]]) -> None:
+    """Where this round's barge-in time went, from its first accepted onset and interruption.
+
+    ``onset_to_detected_audio``: speech the front end did not flag (APM suppression, VAD onset);
+    ``detection_delay``: from that audio to ``SpeechStarted`` (jitter buffer, front-end batch, VAD
+    window); ``engine``: to ``InterruptionDetected``; ``output_stop``: to the last bot packet.
+    """
+    started = [e for e in s.of(SpeechStarted, mark) if e.speaker_id == str(_USER)]
+    interrupted = s.of(InterruptionDetected, mark)
+    if not started or not interrupted:
+        return
+    first, cut = started[0], interrupted[0]
+    stages = {
+        "onset_to_detected_audio_ms": first.audio_time - onset,
+        "detection_delay_ms": first.at - first.audio_time,
+        "engine_ms": cut.at - first.at,
+        "output_stop_ms": last - cut.at,
+    }
+    for name, seconds in stages.items():
+        out.setdefault(name, []).append(seconds * 1000.0)
+
+
+async def _echo_round(s: _Session, clips: _Clips, echo: EchoPath, samples: _Samples) -> None:
+    speaker = s.h.emulator.speaker(_USER)
+    mark = len(s.events)
+    asked = s.clock.monotonic()
+    await speaker.say(clips.question)
+    await s.first_audio_after(asked)
+    # Margin for the gaps between sentences (each one synthesized when its turn comes).
+    await speaker.say_echo_only(clips.answer_s + 0.5, echo)
+    await s.until(lambda: bool(s.of(BotUtteranceFinished, mark)), "the answer did not finish")
+    await s.settle()
+    samples.echo_false_interrupts.append(len(s.of(InterruptionDetected, mark)))
+
+
+def _stats(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"p50": None, "p95": None, "n": 0}
+    p50, p95 = np.percentile(np.asarray(values, dtype=np.float64), [50, 95])
+    return {"p50": round(float(p50), 1), "p95": round(float(p95), 1), "n": len(values)}
+
+
+def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"barge_in_ms": _stats(samples.barge_in)}
+    out.update({m: _stats(v) for m, v in samples.metrics.items()})
+    false_interrupts = sum(samples.echo_false_interrupts)
+    out.update(echo_false_interrupts=false_interrupts, trials=trials, ttft_ms=ttft_ms)
+    out["targets"] = dict(TARGETS)
+    meets: dict[str, bool] = {}
+    for name, target in TARGETS.items():
+        if name == "echo_false_interrupts":
+            meets[name] = false_interrupts <= target
+        else:
+            p95 = out[name]["p95"]
+            meets[name] = p95 is not None and p95 <= target
+    out["meets_targets"] = meets
+    out["diagnostics"] = {
+        "engine_barge_in_ms": _stats(samples.engine_barge_in),
+        "speech_end_to_final_ms": _stats(samples.speech_end_to_final),
+        "missed_barge_ins": samples.missed_barge_ins,
+        "echo_false_interrupts_per_trial": samples.echo_false_interrupts,
+        "barge_in_stages_ms": {k: _stats(v) for k, v in samples.stages.items()},
+    }
+    return out
