@@ -162,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
     p.add_argument("--trials", type=int, default=5, help="dialogue: question/interruption trials")
-    p.add_argument("--ttft-ms", type=float, default=300.0, help="dialogue: the fake LLM's time to first token")
+    p.add_argument(
+        "--ttft-ms", type=float, default=300.0, help="dialogue: the fake LLM's time to first token"
+    )
     p.set_defaults(func=_cmd_bench)
     return parser
 

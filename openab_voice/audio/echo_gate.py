@@ -8,6 +8,8 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
 * ``echo_suppressed``: the APM removed more than ``gate_max_suppression_db`` from the capture over
   the onset window, i.e. what came in was mostly echo (user speech survives AEC: suppression stays
   within a few dB; AGC can even make it negative);
+* ``echo_dominated``: the APM removed more than ``gate_dominated_suppression_db`` *and* what is left
+  is more than ``gate_residual_below_render_db`` under the render level (residual echo);
 * ``render_correlated``: the processed capture's waveform correlates with the recent render above
   ``gate_max_correlation`` at some lag within the gate window (the only test left when the APM is
   ``disabled``).
@@ -154,8 +156,21 @@ class EchoGate:
             return verdict(False, "residual_too_quiet", confidence)
         if echo_cancelling and suppression > s.gate_max_suppression_db - margin:
             return verdict(False, "echo_suppressed", confidence)
-        if correlation > s.gate_max_correlation:
+        # A residual quieter than the render has to correlate less with it to count as a voice: a
+        # user talking over the bot is about as loud as the bot and does not follow its waveform.
+        quiet = res_db < ren_db - s.gate_quiet_residual_db
+        if correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
             return verdict(False, "render_correlated", confidence)
+        if (
+            echo_cancelling
+            and suppression > s.gate_dominated_suppression_db - margin
+            and res_db < ren_db - s.gate_residual_below_render_db
+        ):
+            # The APM removed a lot and what is left is far below what the bot is playing: residual
+            # echo after cancellation, not a voice talking over the bot. Measured through the
+            # emulator: leaked echo onsets had 9.6-12 dB suppression and a residual 14-25 dB under the
+            # render; users talking over the bot had ~3 dB suppression and a residual above it.
+            return verdict(False, "echo_dominated", confidence)
         if not echo_cancelling:
             # Correlation alone misses reverberant echo; say so in the confidence.
             confidence *= 0.5

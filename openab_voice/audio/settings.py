@@ -51,6 +51,11 @@ class FrontEndSettings:
         gate_min_residual_dbfs: processed capture quieter than this cannot be user speech.
         gate_max_suppression_db: if the APM removed more than this from the capture over the onset
             window, the onset is explained by echo.
+        gate_quiet_residual_db / gate_quiet_max_correlation: a residual more than the first under the
+            render level counts as echo above the second correlation (instead of ``gate_max_correlation``).
+        gate_dominated_suppression_db / gate_residual_below_render_db: an onset the APM suppressed by
+            more than the first and whose residual is more than the second under the render level is
+            residual echo.
         gate_max_correlation: peak normalised cross-correlation of the processed capture with the
             recent render above this means echo.
         gate_onset_window_ms: capture history the gate weighs at an onset.
@@ -84,6 +89,10 @@ class FrontEndSettings:
     gate_min_residual_dbfs: float = -50.0
     gate_max_suppression_db: float = 12.0
     gate_max_correlation: float = 0.7
+    gate_quiet_residual_db: float = 6.0
+    gate_quiet_max_correlation: float = 0.45
+    gate_dominated_suppression_db: float = 6.0
+    gate_residual_below_render_db: float = 10.0
     gate_onset_window_ms: int = 200
     gate_drift_margin_db: float = 6.0
     apm_reconverge_ms: float = 2_000.0

@@ -104,7 +104,11 @@ async def wait_for(events: Recorder, kind: type[Any], count: int = 1, within_s: 
         if len(found) >= count:
             return found
         await asyncio.sleep(0.05)
-    raise AssertionError(f"no {kind.__name__} within {within_s} s; transitions: {events.transitions()}")
+    heard = [(type(e).__name__, getattr(e, "text", ""), getattr(e, "reason", "")) for e in events.events]
+    heard = [h for h in heard if h[0].startswith(("Transcript", "Turn", "Speech", "Error"))]
+    raise AssertionError(
+        f"no {kind.__name__} within {within_s} s; transitions: {events.transitions()}; {heard}"
+    )
 
 
 def context_rows(h: BotOnEmulator) -> list[dict[str, str]]:
