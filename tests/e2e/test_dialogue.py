@@ -34,15 +34,17 @@ from openab_voice.testing.harness import BotOnEmulator
 pytestmark = pytest.mark.e2e
 
 ALICE, BOB = 1001, 1002
-LONG_ANSWER = (
-    "The Eiffel Tower was finished in eighteen eighty nine. It was built for the World's Fair in Paris. "
+LONG_ANSWER = (  # a short first sentence (~1.5 s), so 2.5 s into the answer the second one is playing
+    "The Eiffel Tower is in Paris. It was finished in eighteen eighty nine for the World's Fair. "
     "It is about three hundred metres tall. Millions of people visit it every single year."
 )
 LINES = {
     "question": "What is the capital of France?",
     "tower": "Tell me about the Eiffel Tower.",
-    "stop": "Wait, stop please.",
-    "aside": "I think the weather is nice today.",
+    # Long enough to outlast the ~0.7-0.9 s of double-talk suppression the echo canceller applies to a
+    # voice that starts while the bot talks (measured by `bench dialogue`; see the issue note).
+    "stop": "Wait, stop please, I want to ask you something else instead.",
+    "aside": "I think the weather is really nice today, we should go for a walk in the park later.",
     "addressed": "Jarvis, tell me about the Eiffel Tower.",
     "again": "What is the capital of France?",
 }
@@ -151,7 +153,7 @@ async def test_interruption_cancels_the_answer_and_commits_only_what_was_heard(v
         utterances = await wait_for(events, BotUtteranceFinished, count=2)
         rows = context_rows(h)
     cut = utterances[0]
-    assert cut.interrupted and cut.text.startswith("The Eiffel Tower was finished")
+    assert cut.interrupted and cut.text.startswith("The Eiffel Tower is in Paris.")
     assert cut.spoken_text and len(cut.spoken_text) < len(LONG_ANSWER)
     assert LONG_ANSWER.startswith(cut.spoken_text)  # whole sentences only, in order
     assert events.of(InterruptionDetected)[0].speaker_id == str(ALICE)
@@ -186,15 +188,16 @@ async def test_speech_not_for_the_bot_is_a_false_interruption_and_the_answer_res
         await asyncio.sleep(2.0)
         await h.emulator.speaker(BOB).say(voices[2]["aside"])  # bob talks to alice over the bot
         await wait_for(events, InterruptionDetected)
-        for _ in range(300):
-            if "false_interruption" in [e.cause for e in events.of(DialogueStateChanged)]:
+        for _ in range(600):  # the resumed answer plays to its end
+            if any(not u.interrupted for u in events.of(BotUtteranceFinished)):
                 break
             await asyncio.sleep(0.05)
-        utterances = await wait_for(events, BotUtteranceFinished, count=1, within_s=30)
+        utterances = events.of(BotUtteranceFinished)
     causes = [e.cause for e in events.of(DialogueStateChanged)]
     assert "false_interruption" in causes  # bob's aside was not a turn: the bot picked up again
     assert len(chat.requests) == 1  # resumed from the cut sentence, not re-asked
-    assert utterances[-1].spoken_text  # and something more was said after the interruption
+    resumed = [u for u in utterances if not u.interrupted]
+    assert resumed and resumed[-1].spoken_text  # the cut answer was picked up and played to its end
 
 
 async def test_echo_of_the_bot_never_interrupts_it(voices) -> None:
