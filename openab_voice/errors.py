@@ -7,11 +7,16 @@ Every error has a stable ``code`` (safe to match on in tests, logs and reports) 
 
     OpenabError
     ├── ConfigError                 CONFIG_INVALID, CONFIG_SECRET_UNREADABLE
-    ├── ProviderUnavailable         PROVIDER_UNAVAILABLE (missing extra, model, library)
-    ├── AudioError                  AUDIO_* (format mismatch, processing failure)
-    ├── VoiceError                  VOICE_* (not connected, playback disabled)
+    ├── ProviderUnavailable         PROVIDER_UNAVAILABLE (missing extra, model, library),
+    │                               ENGINE_FULL_DUPLEX_UNAVAILABLE
+    ├── AudioError                  AUDIO_* (format mismatch, processing failure), TTS_SYNTHESIS_FAILED
+    ├── VoiceError                  VOICE_* (not connected, playback unavailable, unknown utterance)
     │   └── PacketError             RTP_* / TRANSPORT_* / DAVE_* (a dropped packet's reason)
-    └── EmulatorError               EMULATOR_* (bad scenario, bad request to the emulator)
+    └── EmulatorError               EMULATOR_*, SCENARIO_INVALID, SCENARIO_FILE_MISSING
+
+Provider request errors (``providers.speech_registry``: ProviderRequestFailed / Rejected) and the codes
+the engine reports on the bus (LLM_FAILED, TTS_FAILED, STT_DECODE_FAILED, ENGINE_ILLEGAL_TRANSITION,
+TOOL_* from the tool registry) follow the same shape: a stable ``code`` plus ``retryable``.
 """
 
 from __future__ import annotations

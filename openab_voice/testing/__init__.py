@@ -1,1 +1,3 @@
-"""Test doubles users need too: the loopback Discord emulator (``openab_voice.testing.emulator``)."""
+"""What users need to test a bot offline too: the loopback Discord emulator
+(``openab_voice.testing.emulator``), the bot-on-emulator harness, a per-speaker recorder, a scripted
+chat model and the dialogue fakes used by ``self-test agent``, and the shipped speech clips."""
