@@ -121,3 +121,46 @@ def test_gate_evidence_for_each_verdict() -> None:
     assert gate.evaluate(confidence=1.0, echo_cancelling=True).accepted
     drifting = gate.evaluate(confidence=0.5, echo_cancelling=True)
     assert not drifting.accepted and drifting.confidence == 0.5
+
+
+def _feed_gate(raw: np.ndarray, processed: np.ndarray, render: np.ndarray) -> EchoGate:
+    gate = _gate()
+    for i, (r, p) in enumerate(zip(_chunks(raw), _chunks(processed), strict=True)):
+        samples = render[i * 160 : (i + 1) * 160]
+        gate.observe(r, p, Chunk(float(i), samples, mean_square(samples)))
+    return gate
+
+
+def test_residual_far_under_the_render_after_heavy_suppression_is_echo() -> None:
+    # What leaked through the emulator: ~9 dB suppressed (under the 12 dB rule) and 10+ dB under the render.
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.echo_path(far, delay_ms=60.0, gain_db=-6.0, rt60_ms=30.0)
+    rng = np.random.default_rng(1)
+    residual_rms = (
+        np.sqrt(mean_square(echo[-3200:])) * 32768 * 10 ** (-9 / 20)
+    )  # the gate weighs the last 200 ms
+    residual = np.clip(rng.standard_normal(echo.size) * residual_rms, -32768, 32767).astype(np.int16)
+    verdict = _feed_gate(echo, residual, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert 6.0 < verdict.suppression_db < 12.0
+    assert verdict.residual_dbfs < verdict.render_dbfs - 10.0
+    assert not verdict.accepted and verdict.reason == "echo_dominated"
+
+
+def test_quiet_residual_that_follows_the_render_is_echo() -> None:
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.echo_path(far, delay_ms=60.0, gain_db=-12.0, rt60_ms=30.0)
+    # Echo plus as much uncorrelated noise: correlation lands between the quiet (0.45) and normal (0.7) limits.
+    rms = np.sqrt(mean_square(echo[-3200:])) * 32768
+    noisy = echo + np.random.default_rng(2).standard_normal(echo.size) * rms
+    leaked = np.clip(noisy, -32768, 32767).astype(np.int16)
+    verdict = _feed_gate(leaked, leaked, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert verdict.suppression_db < 1.0 and verdict.residual_dbfs < verdict.render_dbfs - 6.0
+    assert 0.45 < verdict.render_correlation <= 0.7
+    assert not verdict.accepted and verdict.reason == "render_correlated"
+
+
+def test_a_voice_as_loud_as_the_bot_is_still_accepted() -> None:
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    user = scenes.load_clip("alice")[16_000:24_000]
+    verdict = _feed_gate(user, user, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert verdict.accepted and verdict.reason == "user_speech_over_playback"
