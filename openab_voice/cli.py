@@ -54,7 +54,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     report = asyncio.run(run_demo(scenario, settings=settings, record_dir=args.record))
     if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report["speakers"], indent=2))
     return 0
 
