@@ -17,12 +17,9 @@ ignores tool specs; tool messages in history are left out.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -38,6 +35,7 @@ from openab_voice.providers.speech import (
     ToolSpec,
 )
 from openab_voice.providers.speech_registry import ChatConfig, ProviderRequestRejected, request_error
+from openab_voice.providers.worker import WorkerFailed, WorkerThread
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -115,11 +113,6 @@ def load_model(path: Path, config: ChatConfig) -> llama_cpp.Llama:
             setattr(native, "llama_model_default_params", defaults)  # noqa: B010
 
 
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: BaseException
-
-
 class LlamaChat:
     """:class:`~openab_voice.providers.speech.ChatModel` on a local GGUF through llama.cpp.
 
@@ -143,8 +136,7 @@ class LlamaChat:
         self._capabilities = ChatCapabilities(
             name=PROVIDER, streaming=True, tools=False, model=path.name.removesuffix(".gguf")
         )
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-chat")
-        self._jobs: set[asyncio.Future[None]] = set()
+        self._worker = WorkerThread("llama-chat")
         self._closed = False
 
     @property
@@ -166,67 +158,48 @@ class LlamaChat:
         if self._closed:
             raise ProviderUnavailable("llama chat model is closed", kind="chat", provider=PROVIDER)
         wire = _to_llama_messages(messages)
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        stop = threading.Event()
-
-        def emit(item: object) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:  # the loop is gone: nobody is listening any more
-                stop.set()
-
-        job = loop.run_in_executor(self._executor, self._generate, wire, stop, emit)
-        self._jobs.add(job)
-        job.add_done_callback(self._jobs.discard)
         try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, _Failed):
-                    raise _generation_error(item.error) from item.error
+            async for item in self._worker.stream(lambda stop, emit: self._generate(wire, stop, emit)):
                 if isinstance(item, ChatDone):
                     yield item
                     return
                 assert isinstance(item, str)
                 yield TextDelta(text=item)
-        finally:
-            stop.set()  # cancelled or closed early: the worker stops before its next token
+        except WorkerFailed as failed:
+            raise _generation_error(failed.error) from failed.error
 
     def _generate(
         self, messages: list[dict[str, str]], stop: threading.Event, emit: Callable[[object], None]
     ) -> None:
         """Worker thread: stream one completion, checking ``stop`` between tokens."""
         finish = "stop"
+        chunks = cast(
+            Iterator[Any],
+            self._llm.create_chat_completion(
+                messages=cast(Any, self._fit(messages)),
+                stream=True,
+                max_tokens=self._max_tokens,
+                temperature=self._config.temperature,
+                seed=self._config.seed,
+                # A 135M model loops easily ("alice: alice: ..."); penalising repeats keeps it on track.
+                repeat_penalty=1.3,
+            ),
+        )
         try:
-            chunks = cast(
-                Iterator[Any],
-                self._llm.create_chat_completion(
-                    messages=cast(Any, self._fit(messages)),
-                    stream=True,
-                    max_tokens=self._max_tokens,
-                    temperature=self._config.temperature,
-                    seed=self._config.seed,
-                    # A 135M model loops easily ("alice: alice: ..."); penalising repeats keeps it on track.
-                    repeat_penalty=1.3,
-                ),
-            )
-            try:
-                for chunk in chunks:
-                    if stop.is_set():
-                        return
-                    choice = chunk["choices"][0]
-                    text = choice["delta"].get("content")
-                    if text:
-                        emit(text)
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()  # releases llama.cpp's generator state now, on this thread
-            emit(ChatDone(finish_reason=finish))
-        except Exception as exc:  # handed to the consumer, raised there as a provider error
-            emit(_Failed(exc))
+            for chunk in chunks:
+                if stop.is_set():
+                    return
+                choice = chunk["choices"][0]
+                text = choice["delta"].get("content")
+                if text:
+                    emit(text)
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # releases llama.cpp's generator state now, on this thread
+        emit(ChatDone(finish_reason=finish))
 
     def _fit(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         """Drop the oldest non-system messages until prompt + reply fit the context window."""
@@ -251,9 +224,7 @@ class LlamaChat:
         if self._closed:
             return
         self._closed = True
-        if self._jobs:
-            await asyncio.wait(set(self._jobs))
-        self._executor.shutdown(wait=False)
+        await self._worker.aclose()
         if self._owns_model:
             self._llm.close()
 

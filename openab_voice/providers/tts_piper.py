@@ -15,12 +15,9 @@ two sentences never compete for the same cores.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +32,7 @@ from piper.config import PiperConfig
 from openab_voice.errors import AudioError, ProviderUnavailable
 from openab_voice.providers.speech import TtsCapabilities
 from openab_voice.providers.speech_registry import TtsConfig
+from openab_voice.providers.worker import WorkerFailed, WorkerThread
 
 __all__ = ["OUTPUT_RATE", "PiperTts", "TtsConfig", "create", "default_voice_paths", "load_voice"]
 
@@ -82,17 +80,6 @@ def load_voice(config: TtsConfig) -> PiperVoice:
     return PiperVoice(session=session, config=piper_config)
 
 
-_CLOSE_TIMEOUT_S = 5.0  # a sentence in flight takes well under a second
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: BaseException
-
-
-_END: Final = object()
-
-
 class PiperTts:
     """:class:`~openab_voice.providers.speech.TextToSpeech` on Piper.
 
@@ -115,8 +102,7 @@ class PiperTts:
         self._capabilities = TtsCapabilities(
             name="piper", streaming=False, voice=name, native_rate=self._native_rate
         )
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper-tts")
-        self._jobs: set[asyncio.Future[None]] = set()
+        self._worker = WorkerThread("piper-tts")
         self._closed = False
 
     @property
@@ -135,54 +121,29 @@ class PiperTts:
             raise ProviderUnavailable("piper TTS is closed", kind="tts", provider="piper")
         if not text.strip():
             return
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        stop = threading.Event()
-
-        def emit(item: object) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:  # the loop is gone: nobody is listening any more
-                stop.set()
-
-        job = loop.run_in_executor(self._executor, self._work, text, stop, emit)
-        self._jobs.add(job)
-        job.add_done_callback(self._jobs.discard)
         try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    break
-                if isinstance(item, _Failed):
-                    raise AudioError(
-                        f"piper synthesis failed: {type(item.error).__name__}: {item.error}",
-                        code=SYNTHESIS_FAILED,
-                    ) from item.error
+            async for item in self._worker.stream(lambda stop, emit: self._work(text, stop, emit)):
                 assert isinstance(item, bytes)
                 yield item
-        finally:
-            # Early close or cancellation: the worker stops before its next sentence. Nothing
-            # waits for the sentence in flight here; aclose() does.
-            stop.set()
+        except WorkerFailed as failed:
+            raise AudioError(
+                f"piper synthesis failed: {type(failed.error).__name__}: {failed.error}",
+                code=SYNTHESIS_FAILED,
+            ) from failed.error
 
     def _work(self, text: str, stop: threading.Event, emit: Callable[[object], None]) -> None:
         """Worker thread: synthesize sentence by sentence until done or stopped."""
         stream = soxr.ResampleStream(self._native_rate, OUTPUT_RATE, 1, dtype="int16")
-        try:
-            for mono in self._sentences(text):
-                if stop.is_set():
-                    return
-                out = stream.resample_chunk(mono)
-                if out.size:
-                    emit(_stereo(out))
-            if not stop.is_set():
-                tail = stream.resample_chunk(np.zeros(0, dtype=np.int16), last=True)
-                if tail.size:
-                    emit(_stereo(tail))
-        except Exception as exc:  # handed to the consumer, raised there as AudioError
-            emit(_Failed(exc))
-        finally:
-            emit(_END)
+        for mono in self._sentences(text):
+            if stop.is_set():
+                return
+            out = stream.resample_chunk(mono)
+            if out.size:
+                emit(_stereo(out))
+        if not stop.is_set():
+            tail = stream.resample_chunk(np.zeros(0, dtype=np.int16), last=True)
+            if tail.size:
+                emit(_stereo(tail))
 
     def _sentences(self, text: str) -> Iterable[npt.NDArray[np.int16]]:
         chunk: Any
@@ -199,14 +160,7 @@ class PiperTts:
         if self._closed:
             return
         self._closed = True
-        # Only jobs of this loop can be awaited here: a job started on a loop that has since closed
-        # (one provider shared across event loops, as in tests) never completes its future.
-        loop = asyncio.get_running_loop()
-        mine = {job for job in self._jobs if job.get_loop() is loop and not job.done()}
-        self._jobs.clear()
-        if mine:
-            await asyncio.wait(mine, timeout=_CLOSE_TIMEOUT_S)
-        self._executor.shutdown(wait=False)
+        await self._worker.aclose()
 
 
 def _stereo(mono: npt.NDArray[np.int16]) -> bytes:
