@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from openab_voice.errors import ConfigError
@@ -21,7 +21,12 @@ from openab_voice.errors import ConfigError
 ENV_PREFIX = "OPENAB_"
 
 # Secrets: field name -> environment variable; ``<VAR>_FILE`` names a file holding the value.
-SECRET_ENV: dict[str, str] = {"discord_token": "DISCORD_TOKEN", "openai_api_key": "OPENAI_API_KEY"}
+SECRET_ENV: dict[str, str] = {
+    "discord_token": "DISCORD_TOKEN",
+    "openai_api_key": "OPENAI_API_KEY",
+    # A PostgreSQL URL carries its password: treated as a secret (OPENAB_DATABASE_URL or ..._FILE).
+    "database_url": "OPENAB_DATABASE_URL",
+}
 # Non-secret settings with a conventional, unprefixed name.
 PLAIN_ENV: dict[str, str] = {"openai_base_url": "OPENAI_BASE_URL"}
 
@@ -114,12 +119,76 @@ class Settings(BaseSettings):
         default=None, max_length=4000, description="Overrides the built-in prompt."
     )
 
+    # --- storage ---
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the job store (secret; default: SQLite in OPENAB_DATA_DIR).",
+    )
+    data_dir: Path = Field(
+        default_factory=lambda: _default_data_dir(),
+        description="Where the SQLite store, workspaces and agent logs live.",
+    )
+
+    # --- actions ---
+    actions_enabled: bool = Field(
+        default=False, description="Turn spoken task requests into confirmable actions."
+    )
+    operator_user_id: int | None = Field(
+        default=None, gt=0, description="The only Discord user who can confirm actions."
+    )
+    action_channel_id: int | None = Field(
+        default=None, gt=0, description="Control text channel (default: where /voice join was used)."
+    )
+    action_expiry_s: float = Field(
+        default=300.0, gt=0, le=86_400, description="A proposal not confirmed by then expires."
+    )
+    trusted_listener_ids: tuple[int, ...] = Field(
+        default=(),
+        description="Comma-separated user ids; results are spoken in full only if every listener is one.",
+    )
+    acp_agent_command: str = Field(
+        default="", max_length=2000, description="ACP agent command line, shell-split (one process per action)."
+    )
+    acp_env_allowlist: tuple[str, ...] = Field(
+        default=("PATH", "LANG", "LC_ALL", "TERM"),
+        description="Comma-separated variables passed to the agent (its credentials; never our secrets).",
+    )
+    acp_turn_timeout_s: float = Field(
+        default=900.0, gt=0, le=86_400, description="Longest agent turn before it is stopped."
+    )
+    acp_cancel_grace_s: float = Field(
+        default=5.0, gt=0, le=600, description="Wait for the agent to confirm a cancel before killing it."
+    )
+    workspace_repo: Path | None = Field(
+        default=None, description="Git repository; each action works in a fresh worktree of it."
+    )
+
+    @field_validator("trusted_listener_ids", "acp_env_allowlist", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("acp_env_allowlist")
+    @classmethod
+    def _no_secret_in_agent_env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        ours = set(SECRET_ENV.values()) | {f"{var}_FILE" for var in SECRET_ENV.values()}
+        leaked = sorted(name for name in value if name in ours or name.startswith(ENV_PREFIX))
+        if leaked:
+            raise ValueError(f"must not pass openab-voice's own settings or secrets: {', '.join(leaked)}")
+        return value
+
     @model_validator(mode="after")
     def _dialogue_needs_playback(self) -> Settings:
         if self.dialogue_enabled and not self.playback_enabled:
             raise ValueError("dialogue_enabled needs playback_enabled")
         if self.dialogue_enabled and not self.transcription_enabled:
             raise ValueError("dialogue_enabled needs transcription_enabled")
+        if self.actions_enabled and self.operator_user_id is None:
+            raise ValueError("operator_user_id is required when actions_enabled")
+        if self.actions_enabled and not self.acp_agent_command.strip():
+            raise ValueError("acp_agent_command is required when actions_enabled")
         return self
 
     @classmethod
@@ -134,6 +203,11 @@ class Settings(BaseSettings):
         # load_settings() maps an explicit environment onto init values, so tests and the demo
         # never depend on (or mutate) the process environment.
         return (init_settings,)
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "openab-voice"
 
 
 def _read_secret(environ: Mapping[str, str], var: str) -> str | None:
@@ -170,7 +244,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
         ConfigError: naming the environment variable at fault.
     """
     environ = os.environ if env is None else env
-    known = {env_name(f) for f in Settings.model_fields}
+    known = {env_name(f) for f in Settings.model_fields} | {f"{v}_FILE" for v in SECRET_ENV.values()}
     for key in environ:
         if key.startswith(ENV_PREFIX) and key not in known:
             raise ConfigError(f"unknown setting {key}", setting=key)
@@ -193,11 +267,9 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
 
 
 def _field_in(message: str) -> str:
-    """The first setting a model-level validation message names (e.g. ``dialogue_enabled``)."""
-    for field in Settings.model_fields:
-        if field in message:
-            return field
-    return "?"
+    """The setting a model-level validation message names first (e.g. ``dialogue_enabled``)."""
+    found = [(message.find(field), field) for field in Settings.model_fields if field in message]
+    return min(found)[1] if found else "?"
 
 
 def public_view(settings: Settings) -> dict[str, Any]:
@@ -216,6 +288,9 @@ def describe() -> list[tuple[str, str, str]]:
     """(environment variable, default, description) rows for the README's configuration table."""
     rows = []
     for field, info in Settings.model_fields.items():
-        default = "" if info.default is None else str(info.default)
+        if info.default_factory is not None:
+            default = "$XDG_DATA_HOME/openab-voice" if field == "data_dir" else "(computed)"
+        else:
+            default = "" if info.default is None else str(info.default)
         rows.append((env_name(field), default, info.description or ""))
     return rows

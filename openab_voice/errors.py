@@ -12,7 +12,12 @@ Every error has a stable ``code`` (safe to match on in tests, logs and reports) 
     ├── AudioError                  AUDIO_* (format mismatch, processing failure), TTS_SYNTHESIS_FAILED
     ├── VoiceError                  VOICE_* (not connected, playback unavailable, unknown utterance)
     │   └── PacketError             RTP_* / TRANSPORT_* / DAVE_* (a dropped packet's reason)
-    └── EmulatorError               EMULATOR_*, SCENARIO_INVALID, SCENARIO_FILE_MISSING
+    ├── EmulatorError               EMULATOR_*, SCENARIO_INVALID, SCENARIO_FILE_MISSING
+    ├── StoreError                  STORE_* (unavailable, migration missing)
+    │   └── StaleTransition         STORE_CONFLICT (a compare-and-set update lost the race)
+    ├── ActionError                 ACTION_* (refused confirmation, illegal job transition, unknown action,
+    │                               unattributed request, delivery failure)
+    └── AcpError                    ACP_* (spawn failed, protocol error, turn timeout, workspace busy)
 
 Provider request errors (``providers.speech_registry``: ProviderRequestFailed / Rejected) and the codes
 the engine reports on the bus (LLM_FAILED, TTS_FAILED, STT_DECODE_FAILED, ENGINE_ILLEGAL_TRANSITION,
@@ -85,3 +90,29 @@ class EmulatorError(OpenabError):
     """The loopback Discord emulator was given something it cannot serve."""
 
     code = "EMULATOR_ERROR"
+
+
+class StoreError(OpenabError):
+    """The job store cannot be reached or is not at the expected schema."""
+
+    code = "STORE_ERROR"
+    retryable = True
+
+
+class StaleTransition(StoreError):
+    """A compare-and-set update found the row changed since it was read: nothing was written."""
+
+    code = "STORE_CONFLICT"
+    retryable = False
+
+
+class ActionError(OpenabError):
+    """An action request, confirmation or transition was refused; ``code`` says why."""
+
+    code = "ACTION_ERROR"
+
+
+class AcpError(OpenabError):
+    """The ACP agent could not be started, spoke the protocol wrongly, or did not finish in time."""
+
+    code = "ACP_ERROR"
