@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
 import aiohttp
 
+from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.actions.broker import BrokerSettings
+from openab_voice.actions.execution import AgentSettings, workspace_root
+from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.actions.plane import ActionPlane
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
@@ -28,6 +36,8 @@ from openab_voice.providers.speech_registry import (
     stt_registry,
     tts_registry,
 )
+from openab_voice.store.database import open_engine, resolve_url, upgrade
+from openab_voice.store.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +134,49 @@ def session_options(settings: Settings) -> SessionOptions:
     )
 
 
+def build_action_plane(
+    settings: Settings, *, bus: EventBus, clock: Clock, environ: Mapping[str, str] | None = None
+) -> ActionPlane | None:
+    """The action plane when ``OPENAB_ACTIONS_ENABLED``: migrates the store (SQLite file in the data
+    directory by default), then wires broker and executor settings. None when actions are off.
+
+    Args:
+        environ: where allowlisted agent variables are read from (default: the process environment).
+
+    Raises:
+        StoreError: the database is unreachable or cannot be migrated.
+    """
+    if not settings.actions_enabled:
+        return None
+    assert settings.operator_user_id is not None  # Settings validates this when actions are on
+    url = resolve_url(settings)
+    upgrade(url)
+    store = JobStore(open_engine(url), clock)
+    broker = BrokerSettings(
+        operator_user_id=settings.operator_user_id,
+        expiry_s=settings.action_expiry_s,
+        max_effect=EffectCeiling(settings.action_max_effect),
+        trusted_listener_ids=frozenset(settings.trusted_listener_ids),
+    )
+    agent = AgentSettings(
+        command=tuple(shlex.split(settings.acp_agent_command)),
+        env_allowlist=settings.acp_env_allowlist,
+        environ=dict(os.environ if environ is None else environ),
+        turn_timeout_s=settings.acp_turn_timeout_s,
+        cancel_grace_s=settings.acp_cancel_grace_s,
+        trusted_listener_ids=frozenset(settings.trusted_listener_ids),
+    )
+    return ActionPlane(
+        store=store,
+        workspaces=WorkspaceManager(workspace_root(settings.data_dir), settings.workspace_repo, clock=clock),
+        broker=broker,
+        agent=agent,
+        bus=bus,
+        clock=clock,
+        channel_id=settings.action_channel_id,
+    )
+
+
 def create_bot(
     settings: Settings,
     *,
@@ -131,6 +184,7 @@ def create_bot(
     clock: Clock,
     emulator: EmulatorLink | None = None,
     providers: ConversationProviders | None = None,
+    actions: ActionPlane | None = None,
 ) -> VoiceBot:
     """Build the client. Call inside the running event loop (the connector binds to it).
 
@@ -144,6 +198,7 @@ def create_bot(
         clock=clock,
         options=session_options(settings),
         providers=providers,
+        actions=actions,
         command_guild_id=settings.guild_id,
         connector=connector,
         guild_ready_timeout=0.1 if emulator is not None else 2.0,
@@ -165,7 +220,8 @@ async def run_bot(settings: Settings) -> None:
     bus = EventBus()
     check_providers(settings, bus=bus, clock=clock)
     providers = build_providers(settings)
-    bot = create_bot(settings, bus=bus, clock=clock, providers=providers)
+    actions = build_action_plane(settings, bus=bus, clock=clock)
+    bot = create_bot(settings, bus=bus, clock=clock, providers=providers, actions=actions)
     reporter = TerminalReporter(bus)
     try:
         async with bot:

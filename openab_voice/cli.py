@@ -60,6 +60,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_db(args: argparse.Namespace) -> int:
+    from openab_voice.config import load_settings
+    from openab_voice.store.database import resolve_url, upgrade
+
+    head = upgrade(resolve_url(load_settings()))
+    print(f"database at revision {head}")
+    return 0
+
+
 def _cmd_self_test(args: argparse.Namespace) -> int:
     result: dict[str, Any]
     if args.target == "audio":
@@ -106,6 +115,12 @@ def _bench_stt(args: argparse.Namespace) -> dict[str, Any]:
     return run(utterances=args.utterances)
 
 
+def _bench_actions(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.actions import run
+
+    return run(trials=args.trials, transitions=args.transitions, postgres_url=args.postgres_url)
+
+
 def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
     from openab_voice.bench.dialogue import run
 
@@ -113,6 +128,7 @@ def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
 
 
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "actions": _bench_actions,
     "dialogue": _bench_dialogue,
     "receive": _bench_receive,
     "frontend": _bench_frontend,
@@ -149,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_check_config)
 
+    p = sub.add_parser("db", help="job store maintenance")
+    p.add_argument("action", choices=["upgrade"], help="upgrade: apply the Alembic migrations")
+    p.set_defaults(func=_cmd_db)
+
     p = sub.add_parser("self-test", help="run checks on the real local providers")
     p.add_argument("target", choices=["audio", "agent"])
     p.add_argument("--json", action="store_true")
@@ -162,7 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
-    p.add_argument("--trials", type=int, default=5, help="dialogue: question/interruption trials")
+    p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials")
+    p.add_argument("--transitions", type=int, default=2000, help="actions: store transitions to time")
+    p.add_argument(
+        "--postgres-url",
+        default=None,
+        help="actions: a PostgreSQL SQLAlchemy URL (default: a throwaway local cluster when PostgreSQL is installed)",
+    )
     p.add_argument(
         "--ttft-ms", type=float, default=300.0, help="dialogue: the fake LLM's time to first token"
     )

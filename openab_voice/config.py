@@ -142,12 +142,18 @@ class Settings(BaseSettings):
     action_expiry_s: float = Field(
         default=300.0, gt=0, le=86_400, description="A proposal not confirmed by then expires."
     )
+    action_max_effect: Literal["read_only", "workspace_write", "external"] = Field(
+        default="workspace_write",
+        description="Highest effect ceiling a confirmation grants (the proposal's hint is capped by it).",
+    )
     trusted_listener_ids: tuple[int, ...] = Field(
         default=(),
         description="Comma-separated user ids; results are spoken in full only if every listener is one.",
     )
     acp_agent_command: str = Field(
-        default="", max_length=2000, description="ACP agent command line, shell-split (one process per action)."
+        default="",
+        max_length=2000,
+        description="ACP agent command line, shell-split (one process per action).",
     )
     acp_env_allowlist: tuple[str, ...] = Field(
         default=("PATH", "LANG", "LC_ALL", "TERM"),

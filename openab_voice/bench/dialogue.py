@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
+from openab_voice.bench.stats import summary
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import load_settings
@@ -367,16 +368,9 @@ async def _echo_round(s: _Session, clips: _Clips, echo: EchoPath, samples: _Samp
     samples.echo_false_interrupts.append(len(s.of(InterruptionDetected, mark)))
 
 
-def _stats(values: list[float]) -> dict[str, float | int | None]:
-    if not values:
-        return {"p50": None, "p95": None, "n": 0}
-    p50, p95 = np.percentile(np.asarray(values, dtype=np.float64), [50, 95])
-    return {"p50": round(float(p50), 1), "p95": round(float(p95), 1), "n": len(values)}
-
-
 def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]:
-    out: dict[str, Any] = {"barge_in_ms": _stats(samples.barge_in)}
-    out.update({m: _stats(v) for m, v in samples.metrics.items()})
+    out: dict[str, Any] = {"barge_in_ms": summary(samples.barge_in)}
+    out.update({m: summary(v) for m, v in samples.metrics.items()})
     false_interrupts = sum(samples.echo_false_interrupts)
     out.update(echo_false_interrupts=false_interrupts, trials=trials, ttft_ms=ttft_ms)
     out["targets"] = dict(TARGETS)
@@ -389,10 +383,10 @@ def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]
             meets[name] = p95 is not None and p95 <= target
     out["meets_targets"] = meets
     out["diagnostics"] = {
-        "engine_barge_in_ms": _stats(samples.engine_barge_in),
-        "speech_end_to_final_ms": _stats(samples.speech_end_to_final),
+        "engine_barge_in_ms": summary(samples.engine_barge_in),
+        "speech_end_to_final_ms": summary(samples.speech_end_to_final),
         "missed_barge_ins": samples.missed_barge_ins,
         "echo_false_interrupts_per_trial": samples.echo_false_interrupts,
-        "barge_in_stages_ms": {k: _stats(v) for k, v in samples.stages.items()},
+        "barge_in_stages_ms": {k: summary(v) for k, v in samples.stages.items()},
     }
     return out

@@ -31,6 +31,7 @@ from openab_voice.audio import scenes
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock, perf_ns
@@ -68,18 +69,6 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
         for j, other in enumerate(hyp, 1):
             diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (word != other))
     return row[len(hyp)] / max(1, len(ref))
-
-
-def _stats(values: list[float]) -> dict[str, float | int | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p95": None, "max": None}
-    arr = np.asarray(values, dtype=np.float64)
-    return {
-        "n": len(values),
-        "p50": round(float(np.percentile(arr, 50)), 1),
-        "p95": round(float(np.percentile(arr, 95)), 1),
-        "max": round(float(arr.max()), 1),
-    }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,7 +153,7 @@ def _fast_vs_padded(config: SttConfig) -> dict[str, Any]:
                 errors.append(word_error_rate(text, hyp.text))
         finally:
             stt.close()
-        out[mode] = {"final_ms": _stats(times), "wer": round(float(np.mean(errors)), 3)}
+        out[mode] = {"final_ms": summary(times), "wer": round(float(np.mean(errors)), 3)}
     return out
 
 
@@ -248,17 +237,17 @@ def _report(
         errors += wer * len(normalize_words(reference))
         words += len(normalize_words(reference))
         per.append({"clip": item.clip, "text": " ".join(texts[i]), "wer": round(wer, 3)})
-    p50 = _stats([e.value_ms for e in stable])["p50"]
+    p50 = summary([e.value_ms for e in stable])["p50"]
     return {
         "utterances": len(spoken),
         "finals": len(finals),
         "discarded": [e.reason for e in discarded],
-        "first_stable_partial_ms": _stats([e.value_ms for e in stable]),
-        "first_stable_from_true_onset_ms": _stats(from_onset),
-        "final_latency_ms": _stats(final_ms),
-        "final_after_true_speech_end_ms": _stats(after_end_ms),
+        "first_stable_partial_ms": summary([e.value_ms for e in stable]),
+        "first_stable_from_true_onset_ms": summary(from_onset),
+        "final_latency_ms": summary(final_ms),
+        "final_after_true_speech_end_ms": summary(after_end_ms),
         "wer": round(errors / max(1, words), 3),
-        "decode_ms": {kind: _stats(values) for kind, values in decode_ms.items()},
+        "decode_ms": {kind: summary(values) for kind, values in decode_ms.items()},
         "provider_decodes": stt_stats,
         "target_first_stable_ms": TARGET_FIRST_STABLE_MS,
         "meets_target": p50 is not None and p50 <= TARGET_FIRST_STABLE_MS,

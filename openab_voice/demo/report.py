@@ -1,12 +1,14 @@
 """The demo report, built from bus events only (plus what the emulator observed of the bot's audio).
 
 Times in the report are seconds since the bot's voice connection came up (``VoiceConnected``).
+``text_channel`` is the one part read from the emulator: the messages the channel holds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from openab_voice.actions.events import ActionChanged, PermissionDecided
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import DaveStateChanged, Event, ReceiveStatsUpdated, VoiceConnected
 from openab_voice.engine.events import (
@@ -31,6 +33,7 @@ class ReportBuilder:
         self._utterances: list[dict[str, Any]] = []
         self._states: list[dict[str, Any]] = []
         self._metrics: dict[str, list[float]] = {m: [] for m in METRICS}
+        self._actions: dict[str, dict[str, Any]] = {}
         self._sub = bus.subscribe(Event, self._on_event)
 
     def _since(self, t: float) -> float:
@@ -63,10 +66,37 @@ class ReportBuilder:
                 self._states.append({"at": self._since(event.at), "state": event.state})
             case LatencyMeasured() if event.metric in self._metrics:
                 self._metrics[event.metric].append(round(event.value_ms, 1))
+            case ActionChanged():
+                entry = self._action(event.action_id)
+                entry["status"] = event.status
+                entry["goal"] = event.goal or entry["goal"]
+                entry["proposed_by"] = event.proposed_by or entry["proposed_by"]
+                entry["effect_ceiling"] = event.effect_ceiling or entry["effect_ceiling"]
+            case PermissionDecided():
+                self._action(event.action_id)["permission_decisions"].append(dict(event.decision))
             case _:
                 pass
 
-    def build(self, *, names: dict[str, str], bot_audio_ms: float) -> dict[str, Any]:
+    def _action(self, action_id: str) -> dict[str, Any]:
+        if action_id not in self._actions:
+            self._actions[action_id] = {
+                "id": action_id,
+                "goal": "",
+                "proposed_by": "",
+                "status": "",
+                "effect_ceiling": None,
+                "permission_decisions": [],
+            }
+        return self._actions[action_id]
+
+    def build(
+        self,
+        *,
+        names: dict[str, str],
+        bot_audio_ms: float,
+        text_channel: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The report. ``text_channel`` is what the emulator holds (messages are not bus events)."""
         speakers: dict[str, Any] = {}
         for uid in sorted(set(names) | set(self._speakers)):
             stats = self._speakers.get(uid, {})
@@ -83,6 +113,8 @@ class ReportBuilder:
             "bot_utterances": list(self._utterances),
             "states": list(self._states),
             "metrics": {k: list(v) for k, v in self._metrics.items()},
+            "actions": [dict(a) for a in self._actions.values()],
+            "text_channel": list(text_channel or []),
         }
 
     def close(self) -> None:

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import shlex
+import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from openab_voice.app import build_providers
+from openab_voice.actions.ports import button_id, parse_button_id
+from openab_voice.app import build_action_plane, build_providers
 from openab_voice.bus import EventBus
 from openab_voice.bus.terminal import TerminalReporter
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
 from openab_voice.demo.report import ReportBuilder
-from openab_voice.demo.scenario import Scenario, SpeakerSpec
+from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
+
+ACTION_GRACE_S = 30.0
 
 
 def greeting_pcm() -> bytes:
@@ -52,6 +59,87 @@ async def _speaker_script(h: BotOnEmulator, spec: SpeakerSpec, spoken: dict[str,
         await speaker.leave()
 
 
+def scripted_agent_command() -> list[str]:
+    """The deterministic ACP agent shipped for tests and the demo (a real subprocess)."""
+    return [sys.executable, "-m", "openab_voice.testing.acp_agent"]
+
+
+def _action_settings(scenario: Scenario, settings: Settings, data_dir: Path) -> Settings:
+    """Actions are on when the scenario names an operator: that speaker confirms, with this agent."""
+    if scenario.operator is None:
+        return settings
+    command = scenario.acp_agent or scripted_agent_command()
+    update: dict[str, Any] = {
+        "actions_enabled": True,
+        "operator_user_id": int(scenario.operator),
+        "acp_agent_command": shlex.join(command),
+    }
+    if "data_dir" not in settings.model_fields_set:
+        update["data_dir"] = data_dir  # the demo keeps its store and workspaces out of the user's data dir
+    return settings.model_copy(update=update)
+
+
+def _latest_proposal(h: BotOnEmulator) -> tuple[int, str] | None:
+    """(message id, action id) of the newest message still carrying Confirm / Reject buttons."""
+    for message in reversed(h.emulator.messages()):
+        for row in message.get("components") or []:
+            for button in row.get("components") or []:
+                parsed = parse_button_id(str(button.get("custom_id", "")))
+                if parsed is not None:
+                    return int(message["id"]), parsed[1]
+    return None
+
+
+async def _event_script(h: BotOnEmulator, event: EventItem) -> None:
+    await h.at(event.at)
+    user_id = int(event.by)
+    if event.click is not None:
+        latest = _latest_proposal(h)
+        if latest is None:
+            print(f"[demo] {event.at:.1f}s: no pending proposal to {event.click}")
+            return
+        message_id, action_id = latest
+        interaction = await h.emulator.click_button(user_id, message_id, button_id(event.click, action_id))
+        print(f"[demo] {event.at:.1f}s: {event.by} clicked {event.click}: {await interaction.response()}")
+        return
+    options: dict[str, Any] = {}
+    if event.subcommand == "cancel":
+        options["action_id"] = event.arguments[0] if event.arguments else (_latest_action_id(h) or "none")
+    reply = await h.command(event.subcommand, user_id=user_id, **options)
+    print(f"[demo] {event.at:.1f}s: /{event.slash} by {event.by}:\n{reply}")
+
+
+def _latest_action_id(h: BotOnEmulator) -> str | None:
+    for message in reversed(h.emulator.messages()):
+        match = re.search(r"`(a-[0-9a-f]+)`", str(message.get("content", "")))
+        if match:
+            return match.group(1)
+    return None
+
+
+def text_channel_report(h: BotOnEmulator) -> list[dict[str, Any]]:
+    """The text channel as the emulator holds it: every message, whether pinned, its buttons."""
+    pinned = set(h.emulator.pins())
+    out = []
+    for message in h.emulator.messages():
+        buttons = [
+            {"label": b.get("label"), "custom_id": b.get("custom_id"), "disabled": bool(b.get("disabled"))}
+            for row in message.get("components") or []
+            for b in row.get("components") or []
+        ]
+        author = message.get("author") or {}
+        out.append(
+            {
+                "id": str(message["id"]),
+                "author": author.get("username", str(author.get("id", ""))),
+                "content": message.get("content", ""),
+                "pinned": int(message["id"]) in pinned,
+                "components": buttons,
+            }
+        )
+    return out
+
+
 async def run_demo(
     scenario: Scenario,
     *,
@@ -64,6 +152,9 @@ async def run_demo(
     bus = EventBus()
     # The demo speaks (greeting, answers), so playback and dialogue are enabled here, explicitly.
     settings = settings.model_copy(update={"playback_enabled": True, "dialogue_enabled": scenario.dialogue})
+    scratch = tempfile.TemporaryDirectory(prefix="openab-demo-")
+    settings = _action_settings(scenario, settings, Path(scratch.name))
+    clock = clock or SystemClock()
     report = ReportBuilder(bus)
     reporter = None if quiet else TerminalReporter(bus)
     config = EmulatorConfig(
@@ -77,17 +168,24 @@ async def run_demo(
     users = {int(s.id): s.name for s in scenario.speakers}
     spoken = await synthesize_lines(scenario)
     providers = build_providers(settings)
+    actions = build_action_plane(settings, bus=bus, clock=clock)
     tasks: list[asyncio.Task[Any]] = []
     try:
         async with BotOnEmulator(
-            settings, config, users=users, clock=clock or SystemClock(), bus=bus, providers=providers
+            settings, config, users=users, clock=clock, bus=bus, providers=providers, actions=actions
         ) as h:
             for spec in scenario.speakers:
                 tasks.append(asyncio.create_task(_speaker_script(h, spec, spoken), name=f"speaker-{spec.id}"))
+            for i, event in enumerate(scenario.events):
+                tasks.append(asyncio.create_task(_event_script(h, event), name=f"event-{i}"))
             playback = h.session.playback
             if scenario.greeting and playback is not None:
                 tasks.append(asyncio.create_task(playback.play(greeting_pcm()), name="greeting"))
             await h.at(scenario.until)
+            if actions is not None:
+                # A confirmed action still running gets a bounded while to finish and post its result.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(actions.executor.wait_idle(), ACTION_GRACE_S)
             status = await h.command("status")
             if not quiet:
                 print(status)
@@ -100,11 +198,19 @@ async def run_demo(
             if record_dir is not None:
                 h.recorder.write(record_dir)
             bot_audio_ms = h.emulator.bot_audio.ms
-        return report.build(names={s.id: s.name for s in scenario.speakers}, bot_audio_ms=bot_audio_ms)
+            text_channel = text_channel_report(h)
+        return report.build(
+            names={s.id: s.name for s in scenario.speakers},
+            bot_audio_ms=bot_audio_ms,
+            text_channel=text_channel,
+        )
     finally:
         for task in tasks:
             task.cancel()
         await providers.aclose()
+        if actions is not None:
+            actions.store.close()
+        scratch.cleanup()
         report.close()
         if reporter is not None:
             reporter.close()

@@ -17,6 +17,12 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
          "audio": [{"at": 0.5, "file": "a.wav", "send_before_speaking": 0},
                    {"at": 4.0, "say": "What time is it?"}],
          "leave_at": null}
+      ],
+      "operator": "1001",      # the only user whose button click confirms actions (actions on when set)
+      "acp_agent": ["cmd", "arg"],   # the ACP agent per action (default: the scripted test agent)
+      "events": [              # things people do in the text channel
+        {"at": 9.0, "click": "confirm", "by": "1001"},   # on the latest pending proposal
+        {"at": 12.0, "slash": "voice actions", "by": "1002"}
       ]
     }
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -69,6 +76,40 @@ class SpeakerSpec(BaseModel):
         return value
 
 
+class EventItem(BaseModel):
+    """A text-channel action: a button click on the latest pending proposal, or a ``/voice`` command."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: float = Field(ge=0)
+    by: str
+    click: Literal["confirm", "reject"] | None = None
+    slash: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> EventItem:
+        if (self.click is None) == (self.slash is None):
+            raise ValueError("give exactly one of 'click' or 'slash'")
+        if self.slash is not None:
+            words = self.slash.split()
+            if len(words) < 2 or words[0] != "voice" or words[1] not in SLASH_SUBCOMMANDS:
+                raise ValueError(f"slash must be 'voice <{'|'.join(SLASH_SUBCOMMANDS)}> [args]'")
+        return self
+
+    @property
+    def subcommand(self) -> str:
+        assert self.slash is not None
+        return self.slash.split()[1]
+
+    @property
+    def arguments(self) -> list[str]:
+        assert self.slash is not None
+        return self.slash.split()[2:]
+
+
+SLASH_SUBCOMMANDS = ("status", "actions", "cancel", "leave")
+
+
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -82,12 +123,23 @@ class Scenario(BaseModel):
     dialogue: bool = True
     bot_name: str = Field(default="Jarvis", min_length=1, max_length=32)
     speakers: list[SpeakerSpec] = Field(min_length=1)
+    operator: str | None = None
+    acp_agent: list[str] | None = Field(default=None, min_length=1)
+    events: list[EventItem] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Scenario:
         ids = [s.id for s in self.speakers]
         if len(set(ids)) != len(ids):
             raise ValueError("speaker ids must be unique")
+        known = set(ids)
+        if self.operator is not None and self.operator not in known:
+            raise ValueError("operator must be one of the speaker ids")
+        for event in self.events:
+            if event.by not in known:
+                raise ValueError(f"event 'by' {event.by} is not a speaker id")
+        if self.events and any(e.click for e in self.events) and self.operator is None:
+            raise ValueError("click events need an 'operator' (actions are off without one)")
         return self
 
 

@@ -1,8 +1,9 @@
-"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``."""
+"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import discord
@@ -13,6 +14,7 @@ from openab_voice.bus.events import CommandInvoked
 from openab_voice.clock import Clock
 from openab_voice.discord.service import VoiceService
 from openab_voice.errors import OpenabError
+from openab_voice.store.records import ActionRecord
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
             return
         await interaction.response.defer(thinking=True)
         try:
-            session = await service.join(target)
+            session = await service.join(target, text_channel_id=interaction.channel_id)
         except OpenabError as exc:
             record(interaction, "voice join", False, exc.code)
             await interaction.followup.send(f"Could not join {target.name}: {exc.message}")
@@ -111,4 +113,42 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
                     names[uid] = m.display_name
         await interaction.response.send_message(format_status(session.status(), names), ephemeral=True)
 
+    @group.command(name="actions", description="Recent actions and their status")
+    async def actions(interaction: discord.Interaction) -> None:
+        assert interaction.guild_id is not None
+        broker = service.broker
+        record(interaction, "voice actions", broker is not None)
+        if broker is None:
+            await interaction.response.send_message(
+                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
+            )
+            return
+        recent = await broker.recent(interaction.guild_id)
+        await interaction.response.send_message(format_actions(recent), ephemeral=True)
+
+    @group.command(name="cancel", description="Cancel an action")
+    @app_commands.describe(action_id="The action id, e.g. a-1f3c9e2b")
+    async def cancel(interaction: discord.Interaction, action_id: str) -> None:
+        broker = service.broker
+        if broker is None:
+            record(interaction, "voice cancel", False, "actions off")
+            await interaction.response.send_message(
+                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
+            )
+            return
+        outcome = await broker.cancel(action_id.strip(), user_id=interaction.user.id)
+        record(interaction, "voice cancel", outcome.ok, outcome.code or action_id)
+        await interaction.response.send_message(outcome.message, ephemeral=True)
+
     return group
+
+
+def format_actions(actions: Sequence[ActionRecord]) -> str:
+    """``/voice actions`` text: newest first, one line each."""
+    if not actions:
+        return "No actions yet."
+    lines = []
+    for a in actions:
+        goal = a.goal if len(a.goal) <= 80 else a.goal[:79] + "…"
+        lines.append(f"`{a.id}` **{a.status.value}** · by <@{a.proposed_by}> · {goal}")
+    return "\n".join(lines)

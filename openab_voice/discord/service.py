@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import discord
 
+from openab_voice.actions.broker import ActionBroker
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.discord.session import SessionOptions, VoiceSession
@@ -23,8 +25,13 @@ class VoiceService:
         clock: Clock,
         options: SessionOptions,
         providers: ConversationProviders | None = None,
+        action_channel_id: int | None = None,
     ) -> None:
         self._providers = providers
+        # Set by the bot once the action plane is bound (it needs this service as its voice side).
+        self.broker: ActionBroker | None = None
+        self._action_channel_id = action_channel_id
+        self._generations = itertools.count(1)
         self._bus = bus
         self._clock = clock
         self._options = options
@@ -39,8 +46,28 @@ class VoiceService:
     def sessions(self) -> list[VoiceSession]:
         return list(self._sessions.values())
 
-    async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> VoiceSession:
-        """Join ``channel`` (moving away from another channel in the same guild first)."""
+    def generation(self, guild_id: int) -> int | None:
+        """The current voice-session generation of ``guild_id`` (None when not connected)."""
+        session = self._sessions.get(guild_id)
+        return None if session is None else session.generation
+
+    def listeners(self, guild_id: int) -> frozenset[int] | None:
+        session = self._sessions.get(guild_id)
+        return None if session is None else session.listeners()
+
+    async def say(self, guild_id: int, text: str) -> bool:
+        session = self._sessions.get(guild_id)
+        return False if session is None else await session.say(text)
+
+    async def join(
+        self, channel: discord.VoiceChannel | discord.StageChannel, *, text_channel_id: int | None = None
+    ) -> VoiceSession:
+        """Join ``channel`` (moving away from another channel in the same guild first).
+
+        Args:
+            text_channel_id: where the join was asked; the control channel for actions unless
+                ``OPENAB_ACTION_CHANNEL_ID`` names one.
+        """
         async with self._lock:
             existing = self._sessions.get(channel.guild.id)
             if existing is not None:
@@ -49,7 +76,13 @@ class VoiceService:
                 await existing.aclose(reason="moved")
                 self._sessions.pop(channel.guild.id, None)
             session = VoiceSession(
-                bus=self._bus, clock=self._clock, options=self._options, providers=self._providers
+                bus=self._bus,
+                clock=self._clock,
+                options=self._options,
+                providers=self._providers,
+                generation=next(self._generations),
+                broker=self.broker,
+                text_channel_id=self._action_channel_id or text_channel_id,
             )
             try:
                 await session.connect(channel)

@@ -10,6 +10,9 @@ from typing import Any
 
 import discord
 
+from openab_voice.actions.broker import ActionBroker
+from openab_voice.actions.intake import TaskPhraseIntake
+from openab_voice.actions.tools import SessionFacts, register_action_tools
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
@@ -51,8 +54,16 @@ class VoiceSession:
         clock: Clock,
         options: SessionOptions,
         providers: ConversationProviders | None = None,
+        generation: int = 0,
+        broker: ActionBroker | None = None,
+        text_channel_id: int | None = None,
     ) -> None:
         self.id = uuid.uuid4().hex[:12]
+        # Bumped by the service on every join: an action proposed in an earlier session is stale.
+        self.generation = generation
+        self._broker = broker
+        self._text_channel_id = text_channel_id
+        self.intake: TaskPhraseIntake | None = None
         self._providers = providers or ConversationProviders()
         self.transcriber: Transcriber | None = None
         self.conversation: ConversationManager | None = None
@@ -91,7 +102,7 @@ class VoiceSession:
         self.voice_client = vc
         if self.playback is not None:
             self.playback.attach(vc, loop)
-        await self._start_conversation(channel, vc)
+        await self._start_conversation(channel, vc, self._start_actions(channel))
         self._bus.publish(
             VoiceConnected(
                 at=self._clock.monotonic(),
@@ -105,8 +116,51 @@ class VoiceSession:
             )
         )
 
+    def _start_actions(self, channel: discord.VoiceChannel | discord.StageChannel) -> SessionFacts | None:
+        """The task phrase path and the semantic tools' facts, when actions are on and there is a control
+        channel. The phrase needs transcripts: without a transcriber nothing ever matches."""
+        if self._broker is None or self._text_channel_id is None:
+            return None
+        facts = SessionFacts(
+            guild_id=channel.guild.id,
+            voice_channel_id=channel.id,
+            text_channel_id=self._text_channel_id,
+            generation=self.generation,
+        )
+        dialogue = self._providers.dialogue
+        configured = dialogue.wake_name if dialogue is not None else None
+
+        def wake_name() -> str | None:
+            return configured or channel.guild.me.display_name
+
+        async def say(text: str) -> None:
+            await self.say(text)
+
+        self.intake = TaskPhraseIntake(
+            broker=self._broker, bus=self._bus, facts=facts, session_id=self.id, wake_name=wake_name, say=say
+        )
+        return facts
+
+    async def say(self, text: str) -> bool:
+        """Speak a status line when the dialogue is on (after what is playing); False otherwise."""
+        if self.conversation is None:
+            return False
+        self.conversation.announce(text)
+        return True
+
+    def listeners(self) -> frozenset[int]:
+        """Everyone in the voice channel but the bot itself, other bots included."""
+        channel = self.channel
+        if channel is None:
+            return frozenset()
+        me = channel.guild.me.id
+        return frozenset(m.id for m in channel.members if m.id != me)
+
     async def _start_conversation(
-        self, channel: discord.VoiceChannel | discord.StageChannel, vc: ReceivingVoiceClient
+        self,
+        channel: discord.VoiceChannel | discord.StageChannel,
+        vc: ReceivingVoiceClient,
+        facts: SessionFacts | None,
     ) -> None:
         """Transcription (default) and, when configured, the spoken dialogue for this channel."""
         providers = self._providers
@@ -133,16 +187,20 @@ class VoiceSession:
             bot_user_id=str(me.id),
             wake_name=providers.dialogue.wake_name or me.display_name,
         )
+        tools = default_tools(self._clock)
+        if self._broker is not None and facts is not None:
+            register_action_tools(tools, self._broker, facts)
         self.conversation = ConversationManager(
             bus=self._bus,
             clock=self._clock,
             chat=providers.chat,
             tts=providers.tts,
             output=self.playback,
-            tools=default_tools(self._clock),
+            tools=tools,
             roster=ChannelRoster(channel, me.id),
             settings=dialogue,
             session_id=self.id,
+            claimed=self.intake.claims if self.intake is not None else None,
         )
         await self.conversation.start()
 
@@ -200,6 +258,8 @@ class VoiceSession:
         if self._closed:
             return
         self._closed = True
+        if self.intake is not None:
+            await self.intake.aclose()
         if self.conversation is not None:
             await self.conversation.aclose()
         if self.transcriber is not None:

@@ -21,8 +21,10 @@ publisher may not stamp it).
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -79,6 +81,11 @@ class _WindowExpired:
     token: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Announce:
+    text: str
+
+
 _Item = (
     TranscriptFinal
     | TranscriptPartial
@@ -86,6 +93,7 @@ _Item = (
     | SpeechStarted
     | SpeechEnded
     | _WindowExpired
+    | _Announce
     | DialogueInput
 )
 _SUBSCRIBED: tuple[type[Event], ...] = (
@@ -110,6 +118,8 @@ class ConversationManager:
         roster: who is in the channel.
         settings: dialogue settings (already negotiated: see :func:`~openab_voice.engine.settings.negotiate`).
         session_id: the voice session; stamped on every event published.
+        claimed: finals for which this returns True are handled elsewhere (the action plane's task
+            phrase): never a dialogue turn, but still a valid interruption.
 
     Raises:
         ConfigError: no wake name and no bot user id to derive it from.
@@ -127,6 +137,7 @@ class ConversationManager:
         roster: Roster,
         settings: DialogueSettings,
         session_id: str | None = None,
+        claimed: Callable[[str], bool] | None = None,
     ) -> None:
         if settings.wake_name is None and settings.bot_user_id is None:
             raise ConfigError(
@@ -138,6 +149,10 @@ class ConversationManager:
         self._roster = roster
         self._settings = settings
         self._session_id = session_id
+        self._claimed = claimed
+        # Status lines to say (action results); each waits until the channel is quiet.
+        self._announcements: collections.deque[str] = collections.deque(maxlen=8)
+        self._announce_ids = itertools.count(1)
         self._policy = TurnPolicy(
             roster=roster, wake_name=settings.wake_name, bot_user_id=settings.bot_user_id
         )
@@ -183,6 +198,19 @@ class ConversationManager:
     @property
     def context(self) -> ShortTermContext:
         return self._context
+
+    @property
+    def wake_name(self) -> str:
+        """The name that addresses the bot now."""
+        return self._policy.wake_name
+
+    def announce(self, text: str) -> None:
+        """Say ``text`` (a status line) as soon as the bot is listening; never cuts a response.
+
+        It is spoken like a resume (no model call); interrupting it works as for any response.
+        """
+        if not self._closed:
+            self._inbox.put_nowait(_Announce(text=text))
 
     async def start(self) -> None:
         """Begin listening: subscribe to the bus and start the loop. Once only."""
@@ -246,10 +274,25 @@ class ConversationManager:
                 await self._resume(self._controller.on_speech_ended(item.speaker_id))
             case _WindowExpired():
                 await self._resume(self._controller.on_window_expired(item.token))
+            case _Announce():
+                self._announcements.append(item.text)
             case _:
                 await self._dispatch(item)
+        await self._next_announcement()
+
+    async def _next_announcement(self) -> None:
+        if not self._announcements or self._snap.state is not DialogueState.LISTENING:
+            return
+        response_id = f"announce-{next(self._announce_ids)}"
+        self._prepared[response_id] = PreparedResponse(user=None, replay=(self._announcements.popleft(),))
+        await self._dispatch(ResumeRequested(turn_id=response_id, response_id=response_id))
 
     async def _on_final(self, event: TranscriptFinal) -> None:
+        if self._claimed is not None and self._claimed(event.text):
+            # A request for the action plane: not a dialogue turn, and not a false interruption.
+            self._ignored(event, "action_request")
+            self._controller.on_final(event.speaker_id, accepted=True)
+            return
         decision = self._policy.decide(speaker_id=event.speaker_id, text=event.text)
         name = self._roster.display_name(event.speaker_id)
         if not decision.accepted:

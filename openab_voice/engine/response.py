@@ -52,7 +52,7 @@ from openab_voice.providers.speech import (
     ToolCallRequested,
     ToolSpec,
 )
-from openab_voice.tools.registry import ToolResult
+from openab_voice.tools.registry import ToolContext, ToolResult
 
 __all__ = ["ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
 
@@ -66,7 +66,7 @@ class ToolPath(Protocol):
 
     def specs(self) -> Sequence[ToolSpec]: ...
 
-    async def call(self, call: ToolCall) -> ToolResult: ...
+    async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult: ...
 
 
 class ResponseError(OpenabError):
@@ -246,7 +246,12 @@ class ResponseRunner:
         rid = self._handle.response_id
         self._report(ToolStarted(response_id=rid, name=call.name))
         with _stage("tools"):
-            result = await self._d.tools.call(call)
+            context = ToolContext(
+                session_id=self._d.session_id,
+                turn_id=self._handle.turn_id,
+                speaker_id=self._request.speaker_id,
+            )
+            result = await self._d.tools.call(call, context)
         summary: dict[str, Any] = (
             {"content": result.content}
             if result.ok

@@ -14,6 +14,7 @@ import contextlib
 from types import TracebackType
 from typing import Any
 
+from openab_voice.actions.plane import ActionPlane
 from openab_voice.app import create_bot
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
@@ -40,11 +41,13 @@ class BotOnEmulator:
         clock: Clock | None = None,
         bus: EventBus | None = None,
         providers: ConversationProviders | None = None,
+        actions: ActionPlane | None = None,
     ) -> None:
         if not users:
             raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
         self.settings = settings
         self.providers = providers
+        self.actions = actions
         self.clock = clock or SystemClock()
         self.bus = bus or EventBus()
         self.emulator = DiscordEmulator(config, clock=self.clock)
@@ -86,7 +89,12 @@ class BotOnEmulator:
         self.bus.bind_loop(asyncio.get_running_loop())
         await self.emulator.start()
         self._bot = create_bot(
-            self.settings, bus=self.bus, clock=self.clock, emulator=self.emulator, providers=self.providers
+            self.settings,
+            bus=self.bus,
+            clock=self.clock,
+            emulator=self.emulator,
+            providers=self.providers,
+            actions=self.actions,
         )
         await self._bot.login(self.emulator.token)
         self._bot_task = asyncio.create_task(self._bot.connect(reconnect=False), name="discord-bot")

@@ -6,6 +6,7 @@ obeyed."""
 
 from openab_voice.tools.registry import (
     CLOCK_NOW,
+    ToolContext,
     ToolHandler,
     ToolInputError,
     ToolRegistry,
@@ -13,4 +14,12 @@ from openab_voice.tools.registry import (
     default_tools,
 )
 
-__all__ = ["CLOCK_NOW", "ToolHandler", "ToolInputError", "ToolRegistry", "ToolResult", "default_tools"]
+__all__ = [
+    "CLOCK_NOW",
+    "ToolContext",
+    "ToolHandler",
+    "ToolInputError",
+    "ToolRegistry",
+    "ToolResult",
+    "default_tools",
+]

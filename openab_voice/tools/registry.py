@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -42,6 +42,7 @@ __all__ = [
     "TOOL_FAILED",
     "TOOL_TIMEOUT",
     "TOOL_UNKNOWN",
+    "ToolContext",
     "ToolHandler",
     "ToolInputError",
     "ToolRegistry",
@@ -49,8 +50,28 @@ __all__ = [
     "default_tools",
 ]
 
-ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""An async handler: validated arguments in, a JSON-serializable dict out."""
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """Trusted facts about a tool call, from server-side state, never from the model.
+
+    Attributes:
+        session_id: the voice session the call was made in.
+        turn_id: the dialogue turn (None for a call outside a turn).
+        speaker_id: the Discord user whose speech started the turn, from SSRC attribution; None when
+            the turn had no single attributed speaker (a resume, an announcement).
+        call_id: the provider's id for this call (set by :meth:`ToolRegistry.call`); a provider that
+            retries a call reuses it, which makes it an idempotency key.
+    """
+
+    session_id: str | None = None
+    turn_id: str | None = None
+    speaker_id: str | None = None
+    call_id: str | None = None
+
+
+ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
+"""An async handler: validated arguments and the trusted call context in, a JSON-serializable dict out."""
 
 TOOL_UNKNOWN: Final = "TOOL_UNKNOWN"
 TOOL_ARGUMENTS_MALFORMED: Final = "TOOL_ARGUMENTS_MALFORMED"
@@ -153,8 +174,12 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    async def call(self, call: ToolCall) -> ToolResult:
+    async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
         """Validate and run one tool call; every failure is a result, never an exception.
+
+        Args:
+            call: the model's call (untrusted).
+            context: who and where, from server-side state (default: nothing known).
 
         Raises:
             asyncio.CancelledError: only when the caller is cancelled (the handler is cancelled too).
@@ -169,7 +194,7 @@ class ToolRegistry:
         if problem is not None:
             return _rejected(call, TOOL_ARGUMENTS_INVALID, problem)
         try:
-            content = await self._run(tool, arguments)
+            content = await self._run(tool, arguments, replace(context or ToolContext(), call_id=call.id))
         except TimeoutError:
             return _rejected(call, TOOL_TIMEOUT, f"no result within {tool.timeout_s:g} s")
         except ToolInputError as exc:
@@ -200,13 +225,13 @@ class ToolRegistry:
             return f"arguments must be a JSON object, not {type(value).__name__}"
         return value
 
-    async def _run(self, tool: _Tool, arguments: dict[str, Any]) -> Any:
+    async def _run(self, tool: _Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
         """Run the handler, racing it against the clock.
 
         Raises:
             TimeoutError: the clock passed the tool's timeout first (the handler is cancelled).
         """
-        work = asyncio.ensure_future(tool.handler(arguments))
+        work = asyncio.ensure_future(tool.handler(arguments, context))
         timer = asyncio.ensure_future(self._clock.sleep(tool.timeout_s))
         try:
             done, _ = await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -328,7 +353,7 @@ CLOCK_NOW_SPEC: Final = ToolSpec(
 def clock_now_handler(clock: Clock) -> ToolHandler:
     """The ``clock_now`` handler, reading the injected clock's wall time."""
 
-    async def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def handler(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         now = datetime.fromtimestamp(clock.wall(), tz=UTC)
         result: dict[str, Any] = {"utc": now.isoformat(timespec="seconds").replace("+00:00", "Z")}
         name = arguments.get("timezone")

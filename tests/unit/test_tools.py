@@ -10,7 +10,7 @@ import pytest
 
 from openab_voice.clock import FakeClock
 from openab_voice.providers.speech import ToolCall, ToolSpec
-from openab_voice.tools import CLOCK_NOW, ToolRegistry, default_tools
+from openab_voice.tools import CLOCK_NOW, ToolContext, ToolRegistry, default_tools
 from openab_voice.tools.registry import (
     TOOL_ARGUMENTS_INVALID,
     TOOL_ARGUMENTS_MALFORMED,
@@ -50,7 +50,7 @@ def clock() -> FakeClock:
 def registry(clock: FakeClock) -> ToolRegistry:
     reg = default_tools(clock)
 
-    async def lights(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def lights(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         return {"applied": arguments}
 
     reg.register(LIGHTS, lights)
@@ -113,7 +113,7 @@ async def test_malformed_arguments_are_rejected(registry: ToolRegistry, argument
 async def test_oversized_arguments_are_rejected_unparsed(clock: FakeClock) -> None:
     reg = ToolRegistry(clock, max_argument_chars=100)
 
-    async def echo(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def echo(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         return arguments
 
     reg.register(ToolSpec(name="echo", description="echo"), echo)
@@ -145,7 +145,7 @@ async def test_schema_violations_are_rejected_with_a_reason(
 async def test_handler_exception_is_a_structured_failure(clock: FakeClock) -> None:
     reg = ToolRegistry(clock)
 
-    async def broken(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def broken(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         raise RuntimeError("database is down")
 
     reg.register(ToolSpec(name="broken", description="fails"), broken)
@@ -158,7 +158,7 @@ async def test_handler_exception_is_a_structured_failure(clock: FakeClock) -> No
 async def test_results_must_be_json_objects(clock: FakeClock, value: Any) -> None:
     reg = ToolRegistry(clock)
 
-    async def odd(arguments: dict[str, Any]) -> Any:
+    async def odd(arguments: dict[str, Any], context: ToolContext) -> Any:
         return value
 
     reg.register(ToolSpec(name="odd", description="returns odd things"), odd)
@@ -171,7 +171,7 @@ async def test_timeout_on_the_injected_clock_cancels_the_handler(clock: FakeCloc
     started = asyncio.Event()
     cancelled = asyncio.Event()
 
-    async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def slow(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         started.set()
         try:
             await asyncio.Event().wait()
@@ -197,7 +197,7 @@ async def test_caller_cancellation_propagates_and_cancels_the_handler(clock: Fak
     started = asyncio.Event()
     cancelled = asyncio.Event()
 
-    async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def slow(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         started.set()
         try:
             await asyncio.Event().wait()
@@ -254,7 +254,7 @@ async def test_caller_cancellation_propagates_and_cancels_the_handler(clock: Fak
     ],
 )
 def test_unsupported_specs_fail_at_registration(clock: FakeClock, spec: ToolSpec, message: str) -> None:
-    async def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def handler(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         return {}
 
     with pytest.raises(ValueError, match=message):
@@ -262,8 +262,25 @@ def test_unsupported_specs_fail_at_registration(clock: FakeClock, spec: ToolSpec
 
 
 def test_duplicate_names_fail_at_registration(registry: ToolRegistry) -> None:
-    async def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+    async def handler(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         return {}
 
     with pytest.raises(ValueError, match="already registered"):
         registry.register(ToolSpec(name=CLOCK_NOW, description="again"), handler)
+
+
+async def test_trusted_context_reaches_the_handler_and_defaults_to_unknown(clock: FakeClock) -> None:
+    seen: list[ToolContext] = []
+
+    async def who(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        seen.append(context)
+        return {}
+
+    reg = ToolRegistry(clock)
+    reg.register(ToolSpec(name="who", description="who asked"), who)
+    await reg.call(_call("who", ""), ToolContext(session_id="s1", turn_id="turn-3", speaker_id="42"))
+    await reg.call(_call("who", ""))
+    assert seen == [
+        ToolContext(session_id="s1", turn_id="turn-3", speaker_id="42", call_id="call_1"),
+        ToolContext(call_id="call_1"),
+    ]

@@ -1,0 +1,395 @@
+"""The turn driver: one fresh agent process, one session, one prompt, one :class:`TurnCompletion`.
+
+Never pooled, resumed or persisted (RFC "fresh ACP connection per action"): a long-lived session
+may carry permission state from before the action was confirmed.
+
+Outcome rules, the heart of it:
+
+- Before the prompt is sent (spawn, ``initialize``, ``session/new``; e.g. real CLIs without
+  credentials answer ``-32000 Authentication required``): ``failed`` with an ``ACP_*`` code; nothing
+  was asked of the agent, so ``prompt_sent`` is False. A cancel in this phase is ``cancelled``.
+- After the prompt is sent: stop reason ``end_turn`` is ``succeeded``; ``refusal``, ``max_tokens``,
+  ``max_turn_requests`` (and a ``cancelled`` nobody asked for) are ``failed``.
+- Our ``session/cancel`` confirmed by stop reason ``cancelled`` within the grace is ``cancelled``
+  (the ACP prompt-turn spec: the original prompt's result is the cancel confirmation).
+- Everything else after the prompt is ``outcome_unknown`` with ``quarantined=True``: turn timeout,
+  EOF, crash, a JSON-RPC error on the prompt, and a cancel not confirmed in time. A cancel answered
+  with ``end_turn`` is also unknown: it may mean the turn finished just before the cancel or that the
+  agent ignores cancels (the TypeScript example agent answers ``end_turn`` when cancelled during a
+  permission request); either way it proves neither that the work completed nor that it stopped.
+
+Whatever happens, :meth:`AgentRun.run` returns only after the agent's process group was killed and
+checked (``quiescent`` is in ``detail``; a group that is not quiescent also sets ``quarantined``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation, PromptResponse
+
+from openab_voice import __version__
+from openab_voice.acp.client import ActionClient, ToolCallRecord
+from openab_voice.acp.deadline import bounded, first_done
+from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment
+from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
+from openab_voice.clock import Clock
+from openab_voice.errors import AcpError
+
+EventHook = Callable[[str, dict[str, object]], None]
+DecisionHook = Callable[[PermissionDecision], None]
+
+_FAILED_STOPS = {
+    "refusal": "ACP_REFUSED",
+    "max_tokens": "ACP_MAX_TOKENS",
+    "max_turn_requests": "ACP_MAX_TURN_REQUESTS",
+    "cancelled": "ACP_CANCELLED_BY_AGENT",  # a cancelled turn we never asked for: it ended, unsuccessfully
+}
+_CLOSE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    execution: ExecutionOutcome
+    error_code: str | None
+    detail: str
+    stop_reason: str | None = None
+
+
+class AgentRun:
+    """One action's agent run. Single use: :meth:`run` once; :meth:`cancel` from any task.
+
+    Args:
+        request: What to run, where, within which ceiling and time limits.
+        clock: All timeouts and event times come from it.
+        on_event: Called as ``on_event(kind, data)`` for ``process_started`` (pid), ``initialized``,
+            ``session_created``, ``prompt_sent``, ``tool_call``, ``permission``, ``cancel_sent``,
+            ``turn_ended`` and ``stopped`` (quiescent); ``data["t"]`` is the clock's monotonic time.
+            For audit and benchmarks (confirm -> process started). Must not raise.
+        on_decision: Called with every permission decision as it is made. Must not raise.
+        kill_wait_s: How long to wait for the group to die after SIGKILL.
+    """
+
+    def __init__(
+        self,
+        request: TurnRequest,
+        *,
+        clock: Clock,
+        on_event: EventHook | None = None,
+        on_decision: DecisionHook | None = None,
+        kill_wait_s: float = 5.0,
+    ) -> None:
+        self._request = request
+        self._clock = clock
+        self._on_event = on_event
+        self._on_decision = on_decision
+        self._kill_wait_s = kill_wait_s
+        self._cancel_requested = asyncio.Event()
+        self._done = asyncio.Event()
+        self._started = False
+        self._prompt_sent = False
+
+    async def cancel(self) -> None:
+        """Ask the agent to stop (``session/cancel``) and wait until the run has finished.
+
+        The run then waits up to ``cancel_grace_s`` for the ``cancelled`` stop reason, answering any
+        permission request ``cancelled`` meanwhile, and kills the process group otherwise. Before the
+        agent was started, the run just ends ``cancelled``. After the turn ended, it changes nothing.
+        """
+        self._cancel_requested.set()
+        if self._started:
+            await self._done.wait()
+
+    async def run(self) -> TurnCompletion:
+        """Spawn the agent, run the one turn, stop the process group, and say what happened.
+
+        If the calling task is cancelled, the process group is killed before ``CancelledError``
+        propagates; the caller must then treat the action as ``outcome_unknown`` if the prompt may
+        have been sent.
+        """
+        if self._started:
+            raise RuntimeError("AgentRun is single use: one fresh agent process per action")
+        self._started = True
+        try:
+            return await self._run()
+        finally:
+            self._done.set()
+
+    async def _run(self) -> TurnCompletion:
+        request = self._request
+        workspace = request.workspace
+        if self._cancel_requested.is_set():
+            verdict = _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
+            return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
+        env = agent_environment(request.env_allowlist, request.environ, workspace)
+        try:
+            process = await AgentProcess.start(
+                request.command,
+                env=env,
+                cwd=workspace.path,
+                stderr_log=workspace.logs / STDERR_LOG,
+                clock=self._clock,
+            )
+        except AcpError as exc:
+            verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
+            return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
+        self._emit("process_started", pid=process.pid, pgid=process.pgid)
+        client = ActionClient(
+            ceiling=request.effect_ceiling,
+            workspace=workspace.path,
+            on_decision=self._decided,
+            on_tool_call=self._tool_call,
+        )
+        conn = connect_to_agent(client, process.stdin, process.stdout)
+        try:
+            verdict = await self._converse(conn, client)
+        except BaseException:
+            # Cancelled by our caller (or a bug): never leave the agent running.
+            process.kill_now()
+            await process.stop(0.0, kill_wait_s=self._kill_wait_s)
+            await bounded(self._clock, _CLOSE_S, conn.close())
+            raise
+        quiescent = await process.stop(request.cancel_grace_s, kill_wait_s=self._kill_wait_s)
+        await bounded(self._clock, _CLOSE_S, conn.close())
+        self._emit("stopped", quiescent=quiescent, returncode=process.returncode)
+        stopped = "process group quiescent" if quiescent else "process group NOT quiescent after SIGKILL"
+        return self._complete(
+            verdict,
+            prompt_sent=self._prompt_sent,
+            client=client,
+            stopped=stopped,
+            quiescent=quiescent,
+            process=process,
+        )
+
+    async def _converse(self, conn: ClientSideConnection, client: ActionClient) -> _Verdict:
+        request = self._request
+        opened = await self._race(self._open_session(conn, client), request.startup_timeout_s)
+        if opened.cancelled:
+            return _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the prompt was sent")
+        if opened.timed_out:
+            return _Verdict(
+                ExecutionOutcome.FAILED,
+                "ACP_STARTUP_TIMEOUT",
+                f"no session within {request.startup_timeout_s:g} s; the prompt was not sent",
+            )
+        if opened.error is not None:
+            code, what = _startup_failure(opened.error)
+            return _Verdict(ExecutionOutcome.FAILED, code, f"{what}; the prompt was not sent")
+        session_id = str(opened.result)
+
+        # Write-ahead: from the moment we start writing the prompt the agent may have it. (If the
+        # connection is already gone the SDK refuses before writing, but we cannot tell that apart
+        # from a later EOF, so it counts as sent: unknown, never a false "nothing happened".)
+        self._prompt_sent = True
+        self._emit("prompt_sent", session_id=session_id)
+        prompt = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(request.goal)]))
+        cancel_wait = asyncio.ensure_future(self._cancel_requested.wait())
+        try:
+            which = await first_done(self._clock, request.turn_timeout_s, prompt, cancel_wait)
+            if which == 0:
+                return self._ended(prompt)
+            reason = "operator" if which == 1 else "turn timeout"
+            return await self._stop_turn(conn, client, session_id, prompt, reason)
+        finally:
+            for task in (prompt, cancel_wait):
+                task.cancel()
+            await asyncio.gather(prompt, cancel_wait, return_exceptions=True)
+
+    async def _open_session(self, conn: ClientSideConnection, client: ActionClient) -> str:
+        # No fs / terminal capability: the agent gets nothing from us but permission answers.
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+        )
+        init = await conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=capabilities,
+            client_info=Implementation(name="openab-voice", version=__version__),
+        )
+        if init.protocol_version != PROTOCOL_VERSION:
+            # ACP initialization: the client should disconnect from a version it does not support.
+            raise AcpError(
+                f"agent speaks ACP version {init.protocol_version}, we speak {PROTOCOL_VERSION}",
+                code="ACP_PROTOCOL_VERSION",
+            )
+        agent = init.agent_info.name if init.agent_info is not None else None
+        self._emit("initialized", protocol_version=init.protocol_version, agent=agent)
+        session = await conn.new_session(cwd=str(self._request.workspace.path), mcp_servers=[])
+        client.session_id = session.session_id
+        self._emit("session_created", session_id=session.session_id)
+        return session.session_id
+
+    def _ended(self, prompt: asyncio.Future[PromptResponse]) -> _Verdict:
+        """The verdict for a prompt that finished without our cancel."""
+        try:
+            stop = _stop_reason(prompt)
+        except Exception as exc:
+            code, what = _turn_failure(exc)
+            return _Verdict(ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{what} after the prompt was sent")
+        self._emit("turn_ended", stop_reason=stop)
+        if stop == "end_turn":
+            return _Verdict(ExecutionOutcome.SUCCEEDED, None, "the agent ended its turn", stop)
+        return _Verdict(
+            ExecutionOutcome.FAILED,
+            _FAILED_STOPS.get(stop, "ACP_PROTOCOL_ERROR"),
+            f"the agent stopped: {stop}",
+            stop,
+        )
+
+    async def _stop_turn(
+        self,
+        conn: ClientSideConnection,
+        client: ActionClient,
+        session_id: str,
+        prompt: asyncio.Future[PromptResponse],
+        reason: str,
+    ) -> _Verdict:
+        """ACP cancellation: ``session/cancel``, answer permissions ``cancelled``, wait for ``cancelled``."""
+        grace = self._request.cancel_grace_s
+        client.begin_cancel()
+        try:
+            await conn.cancel(session_id=session_id)
+        except Exception as exc:  # the connection is already gone: the wait below says so
+            self._emit("cancel_sent", reason=reason, error=type(exc).__name__)
+        else:
+            self._emit("cancel_sent", reason=reason)
+        timeout = reason == "turn timeout"
+        code = "ACP_TURN_TIMEOUT" if timeout else "ACP_CANCEL_UNCONFIRMED"
+        lead = (
+            f"turn timeout after {self._request.turn_timeout_s:g} s"
+            if timeout
+            else "cancelled by the operator"
+        )
+        if await first_done(self._clock, grace, prompt) is None:
+            return _Verdict(
+                ExecutionOutcome.OUTCOME_UNKNOWN,
+                code,
+                f"{lead}; no cancelled stop reason within {grace:g} s: killed",
+            )
+        try:
+            stop = _stop_reason(prompt)
+        except Exception as exc:
+            _, what = _turn_failure(exc)
+            return _Verdict(ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{lead}; then {what}")
+        self._emit("turn_ended", stop_reason=stop)
+        if stop == "cancelled" and not timeout:
+            return _Verdict(ExecutionOutcome.CANCELLED, None, f"{lead}; the agent confirmed", stop)
+        if stop == "cancelled":
+            # Stopped, but the action did not get to finish and nobody asked for it to stop early.
+            return _Verdict(
+                ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{lead}; the agent confirmed the cancel", stop
+            )
+        return _Verdict(
+            ExecutionOutcome.OUTCOME_UNKNOWN,
+            code,
+            f"{lead}; the agent answered {stop} instead of cancelled: the work may or may not have completed",
+            stop,
+        )
+
+    async def _race(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> _Raced:
+        """Run ``coro`` until it finishes, ``timeout_s`` passes or a cancel is requested."""
+        task = asyncio.ensure_future(coro)
+        cancel_wait = asyncio.ensure_future(self._cancel_requested.wait())
+        try:
+            which = await first_done(self._clock, timeout_s, task, cancel_wait)
+        finally:
+            for pending in (task, cancel_wait):
+                pending.cancel()
+            await asyncio.gather(task, cancel_wait, return_exceptions=True)
+        if which == 0:
+            if task.cancelled():  # cancelled from inside (the SDK closing): treat as a lost connection
+                return _Raced(error=ConnectionError("session set-up was cancelled"))
+            error = task.exception()
+            return _Raced(result=None if error is not None else task.result(), error=error)
+        return _Raced(cancelled=which == 1, timed_out=which is None)
+
+    def _complete(
+        self,
+        verdict: _Verdict,
+        *,
+        prompt_sent: bool,
+        client: ActionClient | None,
+        stopped: str,
+        quiescent: bool = True,
+        process: AgentProcess | None = None,
+    ) -> TurnCompletion:
+        unknown = verdict.execution is ExecutionOutcome.OUTCOME_UNKNOWN
+        detail = f"{verdict.detail}; {stopped}"
+        if process is not None:
+            detail += f"; agent stderr: {process.stderr_log}"
+        return TurnCompletion(
+            action_id=self._request.action_id,
+            execution=verdict.execution,
+            stop_reason=verdict.stop_reason,
+            output=client.output if client is not None else "",
+            error_code=verdict.error_code,
+            detail=detail,
+            prompt_sent=prompt_sent,
+            permission_decisions=client.decisions if client is not None else (),
+            quarantined=unknown or not quiescent,
+        )
+
+    def _decided(self, decision: PermissionDecision) -> None:
+        self._emit(
+            "permission",
+            tool_call_id=decision.tool_call_id,
+            kind=decision.kind,
+            needed=decision.needed.value,
+            outcome=decision.outcome,
+            option_kind=decision.option_kind,
+        )
+        if self._on_decision is not None:
+            self._on_decision(decision)
+
+    def _tool_call(self, record: ToolCallRecord) -> None:
+        self._emit("tool_call", tool_call_id=record.tool_call_id, kind=record.kind, status=record.status)
+
+    def _emit(self, event: str, /, **data: object) -> None:
+        if self._on_event is not None:
+            self._on_event(event, {"t": self._clock.monotonic(), **data})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Raced:
+    result: object = None
+    error: BaseException | None = None
+    cancelled: bool = False
+    timed_out: bool = False
+
+
+def _stop_reason(prompt: asyncio.Future[PromptResponse]) -> str:
+    """The finished prompt's stop reason; raises what it failed with."""
+    if prompt.cancelled():  # only the SDK tearing down could do this: the connection is gone
+        raise ConnectionError("the prompt request was dropped")
+    return prompt.result().stop_reason
+
+
+def _startup_failure(error: BaseException) -> tuple[str, str]:
+    """(code, what happened) for a failure before the prompt was sent."""
+    if isinstance(error, AcpError):
+        return error.code, error.message
+    if isinstance(error, RequestError):
+        code = "ACP_AUTH_REQUIRED" if error.code == -32000 else "ACP_PROTOCOL_ERROR"
+        return code, f"the agent refused to start a session: {_rpc(error)}"
+    if isinstance(error, ConnectionError):
+        return "ACP_AGENT_EXITED", "the agent exited before a session was created"
+    return "ACP_PROTOCOL_ERROR", f"unusable answer from the agent ({type(error).__name__})"
+
+
+def _turn_failure(error: BaseException) -> tuple[str, str]:
+    """(code, what happened) for a prompt that failed instead of answering a stop reason."""
+    if isinstance(error, RequestError):
+        return "ACP_PROMPT_ERROR", f"the prompt failed: {_rpc(error)}"
+    if isinstance(error, ConnectionError):
+        return "ACP_AGENT_EXITED", "the agent's connection closed (exit or crash)"
+    return "ACP_PROTOCOL_ERROR", f"unusable answer to the prompt ({type(error).__name__})"
+
+
+def _rpc(error: RequestError) -> str:
+    # The message is the agent's text: bounded, and never its data payload (it may echo input).
+    return f"JSON-RPC {error.code} {str(error)[:200]!r}"

@@ -1,0 +1,409 @@
+"""ActionBroker: the only route from voice output to executable work.
+
+A request (a semantic tool call or the deterministic task phrase) is untrusted text plus trusted
+context the bot itself knows: guild, voice-session generation, the speaker from SSRC attribution,
+control channel. The broker mints the action id, stores the proposal, delivers it (posted and pinned
+with Confirm / Reject buttons) and only then lets anything happen. Only the configured operator's
+click confirms; anyone else is refused and audited; a spoken "yes" is just a transcript. Stale
+voice-session generations, expired proposals and replayed clicks are refused. The same provider call
+id twice is the same action (idempotency key), so a retrying model cannot loop confirmations.
+
+Every status change is a compare-and-set row update in the store, written before its effect.
+Execution itself is :class:`~openab_voice.actions.execution.ActionExecutor`'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from openab_voice.actions.events import ActionChanged, ActionRequestRefused, ConfirmationRefused
+from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
+from openab_voice.actions.ports import CONFIRM, ControlChannel, DeliveryFailed, ProposalView, VoiceSide
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.store.jobs import JobStore
+from openab_voice.store.records import ActionRecord, NewAction
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SYSTEM = "system"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerSettings:
+    """Policy fixed at start-up."""
+
+    operator_user_id: int
+    expiry_s: float = 300.0
+    max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
+    trusted_listener_ids: frozenset[int] = frozenset()
+    sweep_interval_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionRequest:
+    """A proposal as it reaches the broker.
+
+    ``goal`` and ``effect_hint`` come from the model or the transcript (untrusted); everything else
+    from the bot's own state. ``call_id`` is the provider's id for the call (or the utterance id for
+    the task phrase): the idempotency key.
+    """
+
+    goal: str
+    effect_hint: EffectCeiling
+    call_id: str
+    source: str  # "tool" or "phrase"
+    guild_id: int
+    voice_channel_id: int | None
+    text_channel_id: int
+    session_generation: int
+    speaker_id: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What a request, click or cancel led to. ``code`` is set when it was refused."""
+
+    ok: bool
+    message: str
+    action: ActionRecord | None = None
+    code: str | None = None
+    created: bool = False
+
+
+class ActionBroker:
+    """Proposals, confirmations, cancels; the store is the source of truth.
+
+    Args:
+        store: the job store (synchronous; called from a worker thread).
+        channel: the control text channel.
+        voice: voice-session generations, listeners and the status voice.
+        settings: operator and policy.
+        bus: action events.
+        clock: expiry and timestamps.
+        on_confirmed: called with each confirmed action (the executor starts it).
+        on_cancel: asked to stop a running action (returns False when it is not running here).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        channel: ControlChannel,
+        voice: VoiceSide,
+        settings: BrokerSettings,
+        bus: EventBus,
+        clock: Clock,
+        on_confirmed: Callable[[ActionRecord, float], None],
+        on_cancel: Callable[[str], bool],
+    ) -> None:
+        self._store = store
+        self._channel = channel
+        self._voice = voice
+        self._settings = settings
+        self._bus = bus
+        self._clock = clock
+        self._on_confirmed = on_confirmed
+        self._on_cancel = on_cancel
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def settings(self) -> BrokerSettings:
+        return self._settings
+
+    async def _db(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        # The store is synchronous (SQLAlchemy Core/ORM); keep the event loop free.
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> list[ActionRecord]:
+        """Reconcile what a previous process left (running → outcome_unknown, stale proposals expire),
+        then sweep expiries periodically. Returns the reconciled actions."""
+        changed = await self._db(self._store.reconcile_after_restart, actor="startup")
+        for record in changed:
+            self._changed(record, previous=None, actor="startup", reason="reconciled after restart")
+        self._sweeper = asyncio.create_task(self._sweep(), name="action-expiry-sweep")
+        return changed
+
+    async def aclose(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+
+    async def _sweep(self) -> None:
+        while True:
+            await self._clock.sleep(self._settings.sweep_interval_s)
+            try:
+                await self.expire_due()
+            except Exception:  # a database hiccup must not end the sweeper
+                log.exception("expiry sweep failed")
+
+    async def expire_due(self) -> int:
+        """Expire every proposal past its deadline; returns how many."""
+        now = self._clock.wall()
+        waiting = await self._db(self._store.in_status, *AWAITING_CONFIRMATION)
+        count = 0
+        for record in waiting:
+            if record.expires_at <= now and await self._expire(record, "not confirmed in time") is not None:
+                count += 1
+        return count
+
+    # --- proposals -----------------------------------------------------------------------------------
+
+    async def propose(self, request: ActionRequest) -> Outcome:
+        """Store and deliver a proposal; nothing runs until the operator confirms it in text."""
+        refusal = await self._refuse_request(request)
+        if refusal is not None:
+            return refusal
+        now = self._clock.wall()
+        new = NewAction(
+            id=f"a-{secrets.token_hex(4)}",
+            idempotency_key=f"{request.source}:{request.guild_id}:{request.session_generation}:{request.call_id}",
+            goal=request.goal.strip(),
+            effect_hint=min(request.effect_hint, self._settings.max_effect, key=lambda c: c.rank),
+            guild_id=request.guild_id,
+            voice_channel_id=request.voice_channel_id,
+            text_channel_id=request.text_channel_id,
+            session_generation=request.session_generation,
+            proposed_by=request.speaker_id or 0,
+            expires_at=now + self._settings.expiry_s,
+        )
+        record, created = await self._db(self._store.create, new)
+        if not created:
+            return Outcome(ok=True, message="already proposed", action=record)
+        self._changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
+        await self._db(
+            self._store.audit,
+            "proposed",
+            actor=str(request.speaker_id),
+            action_id=record.id,
+            detail={"source": request.source, "call_id": request.call_id[:100]},
+        )
+        view = ProposalView(
+            action_id=record.id,
+            channel_id=record.text_channel_id,
+            goal=record.goal,
+            proposed_by=record.proposed_by,
+            effect_ceiling=record.effect_hint,
+            expires_at=record.expires_at,
+            source=request.source,
+        )
+        try:
+            message_id = await self._channel.post_proposal(view)
+        except DeliveryFailed as exc:
+            failed = await self._apply(
+                record, JobEvent.DELIVER_FAIL, SYSTEM, exc.message, error_code=exc.code
+            )
+            return Outcome(ok=False, message="the proposal could not be posted", action=failed, code=exc.code)
+        delivered = await self._apply(
+            record, JobEvent.DELIVER, SYSTEM, "posted and pinned", proposal_message_id=message_id
+        )
+        return Outcome(
+            ok=True, message="awaiting the operator's confirmation", action=delivered, created=True
+        )
+
+    async def _refuse_request(self, request: ActionRequest) -> Outcome | None:
+        code = None
+        if request.speaker_id is None:
+            code, why = "ACTION_UNATTRIBUTED", "no single attributed speaker"
+        elif request.speaker_id != self._settings.operator_user_id:
+            # Ambient / non-operator speech is audit data, never an instruction.
+            code, why = "ACTION_NOT_OPERATOR", "only the operator can request actions"
+        elif self._voice.generation(request.guild_id) != request.session_generation:
+            code, why = "ACTION_STALE_SESSION", "the voice session that heard it has ended"
+        elif not request.goal.strip():
+            code, why = "ACTION_EMPTY_GOAL", "the goal is empty"
+        if code is None:
+            return None
+        self._bus.publish(
+            ActionRequestRefused(
+                at=self._clock.monotonic(),
+                code=code,
+                speaker_id=None if request.speaker_id is None else str(request.speaker_id),
+                source=request.source,
+                goal=request.goal,
+            )
+        )
+        await self._db(
+            self._store.audit,
+            "request_refused",
+            actor=str(request.speaker_id),
+            detail={"code": code, "source": request.source, "goal": request.goal[:500]},
+        )
+        return Outcome(ok=False, message=why, code=code)
+
+    # --- confirmation -----------------------------------------------------------------------------
+
+    async def click(self, *, decision: str, action_id: str, user_id: int, message_id: int | None) -> Outcome:
+        """A Confirm / Reject button click in the control channel."""
+        record = await self._db(self._store.get, action_id)
+        if record is None:
+            return await self._refuse_click(action_id, user_id, "ACTION_UNKNOWN", "no such action")
+        if user_id != self._settings.operator_user_id:
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can confirm or reject actions"
+            )
+        if message_id is not None and record.proposal_message_id not in (None, message_id):
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_WRONG_MESSAGE", "not this action's proposal"
+            )
+        if record.status not in AWAITING_CONFIRMATION:
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_ALREADY_DECIDED", f"this action is already {record.status}"
+            )
+        if self._clock.wall() >= record.expires_at:
+            await self._expire(record, "confirmation arrived after expiry")
+            return await self._refuse_click(action_id, user_id, "ACTION_EXPIRED", "this proposal has expired")
+        if self._voice.generation(record.guild_id) != record.session_generation:
+            await self._expire(record, "the voice session that proposed it has ended")
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
+            )
+        if decision == CONFIRM:
+            return await self._confirm(record, user_id)
+        return await self._reject(record, user_id)
+
+    async def _confirm(self, record: ActionRecord, user_id: int) -> Outcome:
+        clicked_at = self._clock.monotonic()
+        ceiling = EffectCeiling(record.effect_hint)
+        if record.status is JobStatus.PROPOSED:
+            # Posted, but the DELIVER write lost a race with the click: record delivery first.
+            record = await self._apply(
+                record, JobEvent.DELIVER, SYSTEM, "confirmed before delivery was recorded"
+            )
+        try:
+            confirmed = await self._apply(
+                record,
+                JobEvent.CONFIRM,
+                str(user_id),
+                "operator confirmed",
+                confirmed_by=user_id,
+                effect_ceiling=ceiling.value,
+            )
+        except StaleTransition:
+            return await self._refuse_click(
+                record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
+            )
+        await self._close(confirmed, f"Confirmed by <@{user_id}> (ceiling {ceiling.value}); running.")
+        self._on_confirmed(confirmed, clicked_at)
+        return Outcome(ok=True, message=f"Confirmed `{record.id}`.", action=confirmed)
+
+    async def _reject(self, record: ActionRecord, user_id: int) -> Outcome:
+        try:
+            rejected = await self._apply(record, JobEvent.REJECT, str(user_id), "operator rejected")
+        except StaleTransition:
+            return await self._refuse_click(
+                record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
+            )
+        await self._close(rejected, f"Rejected by <@{user_id}>.")
+        return Outcome(ok=True, message=f"Rejected `{record.id}`.", action=rejected)
+
+    async def _refuse_click(self, action_id: str, user_id: int, code: str, why: str) -> Outcome:
+        self._bus.publish(
+            ConfirmationRefused(
+                at=self._clock.monotonic(), action_id=action_id, user_id=str(user_id), code=code
+            )
+        )
+        await self._db(
+            self._store.audit,
+            "confirmation_refused",
+            actor=str(user_id),
+            action_id=action_id if await self._db(self._store.get, action_id) else None,
+            detail={"code": code, "reason": why},
+        )
+        return Outcome(ok=False, message=f"Refused: {why}.", code=code)
+
+    # --- queries and cancel -----------------------------------------------------------------------
+
+    async def get(self, action_id: str) -> ActionRecord | None:
+        return await self._db(self._store.get, action_id)
+
+    async def recent(self, guild_id: int, limit: int = 10) -> list[ActionRecord]:
+        return await self._db(self._store.recent, guild_id=guild_id, limit=limit)
+
+    async def cancel(self, action_id: str, *, user_id: int | None) -> Outcome:
+        """Cancel an action: by the operator or whoever proposed it (a voice cancel is attributed too)."""
+        record = await self._db(self._store.get, action_id)
+        if record is None:
+            return Outcome(ok=False, message="no such action", code="ACTION_UNKNOWN")
+        if user_id is None or user_id not in (self._settings.operator_user_id, record.proposed_by):
+            return await self._refuse_click(
+                action_id, user_id or 0, "ACTION_NOT_OPERATOR", "only the operator or the proposer can cancel"
+            )
+        if record.status is JobStatus.RUNNING:
+            if self._on_cancel(action_id):
+                return Outcome(ok=True, message=f"Cancelling `{action_id}`.", action=record)
+            return Outcome(
+                ok=False, message="it is running in another worker", code="ACTION_NOT_HERE", action=record
+            )
+        if record.status.terminal:
+            return Outcome(
+                ok=False, message=f"it already {record.status}", code="ACTION_ALREADY_DECIDED", action=record
+            )
+        try:
+            cancelled = await self._apply(record, JobEvent.CANCEL, str(user_id), "cancelled before it ran")
+        except StaleTransition:
+            return Outcome(ok=False, message="it changed meanwhile; try again", code="STORE_CONFLICT")
+        await self._close(cancelled, f"Cancelled by <@{user_id}>.")
+        return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    async def _expire(self, record: ActionRecord, reason: str) -> ActionRecord | None:
+        try:
+            expired = await self._apply(record, JobEvent.EXPIRE, SYSTEM, reason)
+        except (StaleTransition, ActionError):
+            return None  # decided meanwhile
+        await self._close(expired, f"Expired: {reason}.")
+        return expired
+
+    async def _close(self, record: ActionRecord, note: str) -> None:
+        if record.proposal_message_id is None:
+            return
+        try:
+            await self._channel.close_proposal(
+                channel_id=record.text_channel_id, message_id=record.proposal_message_id, note=note
+            )
+        except DeliveryFailed:
+            log.warning("could not update the proposal message of %s", record.id)
+
+    async def _apply(
+        self, record: ActionRecord, event: JobEvent, actor: str, reason: str, **fields: Any
+    ) -> ActionRecord:
+        updated = await self._db(
+            self._store.apply,
+            record.id,
+            event,
+            actor=actor,
+            reason=reason,
+            expected_version=record.version,
+            **fields,
+        )
+        self._changed(updated, previous=record.status, actor=actor, reason=reason)
+        return updated
+
+    def _changed(self, record: ActionRecord, *, previous: JobStatus | None, actor: str, reason: str) -> None:
+        self._bus.publish(
+            ActionChanged(
+                at=self._clock.monotonic(),
+                action_id=record.id,
+                status=record.status.value,
+                previous=None if previous is None else previous.value,
+                actor=actor,
+                reason=reason,
+                goal=record.goal,
+                proposed_by=str(record.proposed_by),
+                effect_ceiling=record.effect_ceiling,
+            )
+        )

@@ -1,0 +1,91 @@
+"""What the action plane needs from the rest of the bot, as Protocols (Discord text, the voice side).
+
+The broker never holds a Discord client: :mod:`openab_voice.discord.control` implements
+:class:`ControlChannel` and :class:`~openab_voice.discord.service.VoiceService` implements
+:class:`VoiceSide`; unit tests pass fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from openab_voice.errors import ActionError
+
+CONFIRM = "confirm"
+REJECT = "reject"
+CUSTOM_ID_PREFIX = "openab:action"
+
+
+def button_id(decision: str, action_id: str) -> str:
+    """The component custom id of a proposal's Confirm / Reject button."""
+    return f"{CUSTOM_ID_PREFIX}:{decision}:{action_id}"
+
+
+def parse_button_id(custom_id: str) -> tuple[str, str] | None:
+    """(decision, action id) of one of our buttons, else None."""
+    parts = custom_id.split(":")
+    if len(parts) != 4 or ":".join(parts[:2]) != CUSTOM_ID_PREFIX or parts[2] not in (CONFIRM, REJECT):
+        return None
+    return parts[2], parts[3]
+
+
+class DeliveryFailed(ActionError):
+    """A message could not be posted (or pinned) in the control text channel."""
+
+    code = "ACTION_DELIVERY_FAILED"
+    retryable = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProposalView:
+    """What the operator sees before confirming: exactly what will be asked of the agent."""
+
+    action_id: str
+    channel_id: int
+    goal: str
+    proposed_by: int
+    effect_ceiling: str
+    expires_at: float
+    source: str
+
+
+class ControlChannel(Protocol):
+    """The pinned text channel where proposals are confirmed and results are posted."""
+
+    async def post_proposal(self, proposal: ProposalView) -> int:
+        """Post and pin the proposal with Confirm / Reject buttons; return the message id.
+
+        Raises:
+            DeliveryFailed: it was not posted, or not pinned.
+        """
+        ...
+
+    async def close_proposal(self, *, channel_id: int, message_id: int, note: str) -> None:
+        """Replace the buttons with the decision (best effort: the store already holds it)."""
+        ...
+
+    async def post_result(self, *, channel_id: int, parts: Sequence[str], attachment: str | None) -> int:
+        """Post the result messages (and the full text as a file when given); return how many.
+
+        Raises:
+            DeliveryFailed: any part could not be posted.
+        """
+        ...
+
+
+class VoiceSide(Protocol):
+    """The voice facts the broker trusts (server-side state) and the one way it speaks."""
+
+    def generation(self, guild_id: int) -> int | None:
+        """The current voice-session generation of ``guild_id`` (None when not connected)."""
+        ...
+
+    def listeners(self, guild_id: int) -> frozenset[int] | None:
+        """Everyone in the bot's voice channel but the bot, other bots included (None: not connected)."""
+        ...
+
+    async def say(self, guild_id: int, text: str) -> bool:
+        """Speak ``text`` in the guild's voice channel when the dialogue is on; False when it cannot."""
+        ...

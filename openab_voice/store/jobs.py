@@ -1,0 +1,339 @@
+"""The job repository: actions, their transitions, workspaces and the audit log.
+
+Every status change is a compare-and-set UPDATE (``WHERE id = ? AND status = ? AND version = ?``)
+committed together with its transition row *before* the caller performs the effect (write-ahead). If
+the process dies after that commit, restart reconciliation finds the job ``running`` and marks it
+``outcome_unknown`` instead of running it twice. Of two racing writers only one UPDATE matches; the
+other raises :class:`~openab_voice.errors.StaleTransition` with nothing written.
+
+:class:`JobStore` is synchronous and thread-safe (one engine, one short transaction per call); async
+callers use ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Unpack
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from openab_voice.actions.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
+from openab_voice.clock import Clock
+from openab_voice.errors import StaleTransition, StoreError
+from openab_voice.store import action_rows, workspace_rows
+from openab_voice.store.audit_rows import add_audit, audit_entries
+from openab_voice.store.convert import action_record, transition_record
+from openab_voice.store.database import translate_errors
+from openab_voice.store.models import Action, ActionTransition
+from openab_voice.store.records import (
+    ActionFields,
+    ActionRecord,
+    AuditRecord,
+    NewAction,
+    TransitionRecord,
+    WorkspaceRecord,
+)
+
+RESTART_REASON = "process restarted while running"
+EXPIRY_REASON = "not confirmed before it expired"
+
+
+class JobStore:
+    """Durable actions with compare-and-set transitions, on SQLite or PostgreSQL.
+
+    Args:
+        engine: From :func:`openab_voice.store.database.open_engine`, migrated to head.
+        clock: Source of every timestamp (``wall``) the store writes.
+    """
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        """Release the engine's connections (the store is unusable afterwards). Idempotent."""
+        self._engine.dispose()
+
+    # --- actions ---
+
+    def create(self, new: NewAction) -> tuple[ActionRecord, bool]:
+        """Record a proposal in status ``proposed``.
+
+        Returns:
+            The action and True, or the action already created with ``new.idempotency_key`` and False.
+
+        Raises:
+            StoreError: ``STORE_DUPLICATE`` when ``new.id`` exists under another idempotency key.
+        """
+        try:
+            with self._transaction() as session:
+                if new.idempotency_key is not None:
+                    existing = action_rows.find_by_key(session, new.idempotency_key)
+                    if existing is not None:
+                        return existing, False
+                return action_rows.insert(session, new, now=self._clock.wall()), True
+        except IntegrityError:
+            # PostgreSQL: a concurrent create with the same key committed first; our insert waited on
+            # the unique index and then failed. (SQLite serializes writers, so the check above sees it.)
+            existing = None
+            if new.idempotency_key is not None:
+                with self._transaction() as session:
+                    existing = action_rows.find_by_key(session, new.idempotency_key)
+            if existing is None:
+                raise StoreError(f"action {new.id} already exists", code="STORE_DUPLICATE") from None
+            return existing, False
+
+    def get(self, action_id: str) -> ActionRecord | None:
+        """The action, or None if there is none with this id."""
+        with self._transaction() as session:
+            row = session.get(Action, action_id)
+            return None if row is None else action_record(row)
+
+    def require(self, action_id: str) -> ActionRecord:
+        """The action.
+
+        Raises:
+            ActionError: ``ACTION_UNKNOWN`` if there is none with this id.
+        """
+        record = self.get(action_id)
+        if record is None:
+            raise action_rows.unknown(action_id)
+        return record
+
+    def apply(
+        self,
+        action_id: str,
+        event: JobEvent,
+        *,
+        actor: str,
+        reason: str = "",
+        expected_version: int | None = None,
+        **fields: Unpack[ActionFields],
+    ) -> ActionRecord:
+        """Move the action by ``event`` and set ``fields``, with its transition row, in one transaction.
+
+        Pass ``expected_version`` (from the record the decision was based on) to turn a concurrent
+        change into :class:`StaleTransition` rather than judging ``event`` against the newer status.
+
+        Raises:
+            ActionError: ``ACTION_UNKNOWN``, or ``ACTION_ILLEGAL_TRANSITION`` when the current status
+                does not accept ``event``; nothing is written.
+            StaleTransition: the action changed since ``expected_version`` or during this call.
+        """
+        values = action_rows.column_values(fields)
+        with self._transaction() as session:
+            return action_rows.apply_event(
+                session,
+                action_id,
+                event,
+                now=self._clock.wall(),
+                actor=actor,
+                reason=reason,
+                expected_version=expected_version,
+                values=values,
+            )
+
+    def update(
+        self, action_id: str, *, expected_version: int, **fields: Unpack[ActionFields]
+    ) -> ActionRecord:
+        """Set ``fields`` without changing the status (e.g. the delivery outcome of a posted result).
+
+        Raises:
+            ActionError: ``ACTION_UNKNOWN``.
+            StaleTransition: the action is no longer at ``expected_version``; nothing is written.
+        """
+        values = action_rows.column_values(fields)
+        with self._transaction() as session:
+            row = action_rows.compare_and_set(
+                session,
+                action_id,
+                now=self._clock.wall(),
+                version=expected_version,
+                status=None,
+                values=values,
+            )
+            if row is None:
+                _, found = action_rows.status_and_version(session, action_id)
+                raise action_rows.stale(action_id, expected_version, found)
+            return action_record(row)
+
+    def recent(self, *, guild_id: int | None = None, limit: int = 10) -> list[ActionRecord]:
+        """The newest actions, of one guild if ``guild_id`` is given, newest first."""
+        query = select(Action).order_by(Action.created_at.desc(), Action.id.desc()).limit(limit)
+        if guild_id is not None:
+            query = query.where(Action.guild_id == guild_id)
+        with self._transaction() as session:
+            return [action_record(row) for row in session.scalars(query)]
+
+    def in_status(self, *statuses: JobStatus) -> list[ActionRecord]:
+        """Actions in any of ``statuses``, oldest first."""
+        query = (
+            select(Action)
+            .where(Action.status.in_([status.value for status in statuses]))
+            .order_by(Action.created_at, Action.id)
+        )
+        with self._transaction() as session:
+            return [action_record(row) for row in session.scalars(query)]
+
+    def transitions(self, action_id: str) -> list[TransitionRecord]:
+        """The action's status changes in the order they were written (creation first)."""
+        query = (
+            select(ActionTransition)
+            .where(ActionTransition.action_id == action_id)
+            .order_by(ActionTransition.id)
+        )
+        with self._transaction() as session:
+            return [transition_record(row) for row in session.scalars(query)]
+
+    # --- executor workers ---
+
+    def claim_next(self, *, worker_id: str, lease_s: float) -> ActionRecord | None:
+        """Lease the oldest ``confirmed`` action whose lease is empty or expired to ``worker_id``.
+
+        The lease only reserves the job; the worker still moves it with ``apply(START)`` using the
+        returned version. Returns None when no job is waiting.
+        """
+        with self._transaction() as session:
+            return action_rows.claim(session, now=self._clock.wall(), worker_id=worker_id, lease_s=lease_s)
+
+    # --- restart and expiry ---
+
+    def reconcile_after_restart(self, *, actor: str = "startup") -> list[ActionRecord]:
+        """After a restart: lose every ``running`` action and expire overdue proposals.
+
+        A running action becomes ``outcome_unknown`` (never re-run: nobody knows what the agent did)
+        and its workspace is quarantined, in one transaction. Call it where no other live process runs
+        actions from this store. Returns the actions it changed; a second call changes nothing.
+        """
+        lost = [record for job in self.in_status(JobStatus.RUNNING) if (record := self._lose(job, actor))]
+        return lost + self.expire_overdue(actor=actor)
+
+    def expire_overdue(self, *, actor: str) -> list[ActionRecord]:
+        """Expire every ``proposed`` or ``delivered`` action whose ``expires_at`` has passed."""
+        now = self._clock.wall()
+        expired = []
+        for job in self.in_status(*AWAITING_CONFIRMATION):
+            if job.expires_at > now:
+                continue
+            try:
+                expired.append(
+                    self.apply(
+                        job.id,
+                        JobEvent.EXPIRE,
+                        actor=actor,
+                        reason=EXPIRY_REASON,
+                        expected_version=job.version,
+                    )
+                )
+            except StaleTransition:
+                continue  # confirmed, rejected or expired by someone else meanwhile: that stands
+        return expired
+
+    # --- audit ---
+
+    def audit(
+        self,
+        kind: str,
+        *,
+        actor: str,
+        action_id: str | None = None,
+        detail: Mapping[str, object] | None = None,
+    ) -> None:
+        """Append an audit entry; ``detail`` must be JSON-serializable."""
+        with self._transaction() as session:
+            add_audit(
+                session, now=self._clock.wall(), kind=kind, actor=actor, action_id=action_id, detail=detail
+            )
+
+    def audit_entries(self, *, action_id: str | None = None, kind: str | None = None) -> list[AuditRecord]:
+        """Audit entries matching the filters given, oldest first."""
+        with self._transaction() as session:
+            return audit_entries(session, action_id=action_id, kind=kind)
+
+    # --- workspaces ---
+
+    def acquire_workspace(self, workspace_id: str, *, path: str, action_id: str) -> bool:
+        """Hold the workspace for ``action_id``; False when it is busy or quarantined."""
+        try:
+            with self._transaction() as session:
+                return workspace_rows.acquire(
+                    session, now=self._clock.wall(), workspace_id=workspace_id, path=path, action_id=action_id
+                )
+        except IntegrityError:
+            return False  # another action created the row first (PostgreSQL), so it holds the workspace
+
+    def release_workspace(self, workspace_id: str, *, action_id: str) -> bool:
+        """Free the workspace if ``action_id`` holds it; False otherwise (a quarantine stays)."""
+        with self._transaction() as session:
+            return workspace_rows.release(
+                session, now=self._clock.wall(), workspace_id=workspace_id, action_id=action_id
+            )
+
+    def quarantine_workspace(
+        self, workspace_id: str, *, action_id: str, reason: str, actor: str = "executor"
+    ) -> None:
+        """Block the workspace until :meth:`reconcile_workspace` (its contents are unknown); audited."""
+        with self._transaction() as session:
+            workspace_rows.quarantine(
+                session,
+                now=self._clock.wall(),
+                workspace_id=workspace_id,
+                action_id=action_id,
+                reason=reason,
+                actor=actor,
+            )
+
+    def reconcile_workspace(self, workspace_id: str, *, actor: str) -> bool:
+        """Free a quarantined workspace once ``actor`` has checked it; audited. False if not quarantined."""
+        with self._transaction() as session:
+            return workspace_rows.reconcile(
+                session, now=self._clock.wall(), workspace_id=workspace_id, actor=actor
+            )
+
+    def workspace(self, workspace_id: str) -> WorkspaceRecord | None:
+        """The workspace, or None if the store has never seen it."""
+        with self._transaction() as session:
+            return workspace_rows.get(session, workspace_id)
+
+    def quarantined_workspaces(self) -> list[WorkspaceRecord]:
+        """Every quarantined workspace, oldest quarantine first."""
+        with self._transaction() as session:
+            return workspace_rows.quarantined(session)
+
+    # --- internals ---
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        # Commits on normal exit, rolls back on any exception: a refused transition writes nothing.
+        with translate_errors(self._engine.url), self._sessions.begin() as session:
+            yield session
+
+    def _lose(self, job: ActionRecord, actor: str) -> ActionRecord | None:
+        try:
+            with self._transaction() as session:
+                record = action_rows.apply_event(
+                    session,
+                    job.id,
+                    JobEvent.LOSE,
+                    now=self._clock.wall(),
+                    actor=actor,
+                    reason=RESTART_REASON,
+                    expected_version=job.version,
+                    values={},
+                )
+                if record.workspace_id is not None:
+                    workspace_rows.quarantine(
+                        session,
+                        now=record.updated_at,
+                        workspace_id=record.workspace_id,
+                        action_id=record.id,
+                        reason=RESTART_REASON,
+                        actor=actor,
+                    )
+                return record
+        except StaleTransition:
+            return None  # another process reconciled or finished it first: its transition stands

@@ -1,0 +1,280 @@
+"""A deterministic scripted ACP agent: a real subprocess to test an ACP client without any model.
+
+Run it as the agent command::
+
+    python -m openab_voice.testing.acp_agent [--mode MODE]
+
+Modes (``normal`` by default):
+
+- ``normal``: says what it works on, announces an ``edit`` tool call on ``RESULT.md`` in its cwd, asks
+  one permission (``allow_once``, ``reject_once`` and ``allow_always``, so a client can prove it never
+  picks the persistent one), writes the goal to ``RESULT.md`` if allowed, reports, ``end_turn``.
+- ``always-only``: the same, but offers only ``allow_always`` / ``reject_always``.
+- ``external``: asks permission for an ``execute`` tool call (a network command); never runs it.
+- ``crash``: exits abruptly after receiving the prompt.
+- ``hang``: never answers the prompt and ignores ``session/cancel``, SIGTERM and stdin closing (like
+  Codex's orphaned binary): only SIGKILL stops it.
+- ``slow``: a long turn that honours ``session/cancel`` with stop reason ``cancelled``.
+- ``cancel-end-turn``: waits for a cancel, asks a permission, then answers ``end_turn`` instead of
+  ``cancelled`` (what the TypeScript SDK's example agent does).
+- ``env``: reports its environment (names and values, as it was exec'd) as ``ENV {json}``.
+- ``auth``: fails ``session/new`` with JSON-RPC -32000 "Authentication required", like real CLIs
+  without credentials.
+- ``spawn-child``: starts a grandchild sleeper in its process group, reports ``CHILD <pid>`` (also
+  written to ``CHILD.pid`` in its cwd), then hangs like ``hang``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, cast
+
+from acp import (
+    PROTOCOL_VERSION,
+    Agent,
+    Client,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    update_agent_message_text,
+    update_tool_call,
+)
+from acp.schema import (
+    AcpMcpServer,
+    AllowedOutcome,
+    AudioContentBlock,
+    ClientCapabilities,
+    EmbeddedResourceContentBlock,
+    HttpMcpServer,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    McpServerStdio,
+    NewSessionResponse,
+    PermissionOption,
+    PermissionOptionKind,
+    PromptResponse,
+    ResourceContentBlock,
+    SseMcpServer,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+)
+
+MODES = (
+    "normal",
+    "always-only",
+    "external",
+    "crash",
+    "hang",
+    "slow",
+    "cancel-end-turn",
+    "env",
+    "auth",
+    "spawn-child",
+)
+SESSION_ID = "scripted-session-1"
+SLOW_TURN_S = 60.0
+_ONCE: tuple[PermissionOptionKind, ...] = ("allow_once", "reject_once", "allow_always")
+_ALWAYS: tuple[PermissionOptionKind, ...] = ("allow_always", "reject_always")
+
+PromptBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+
+
+class ScriptedAgent:
+    """The agent side of one scripted session; see the module docstring for the modes.
+
+    Implements only what a prompt turn needs; the SDK answers every other agent method with
+    "method not found".
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self._client: Client | None = None
+        self._cwd = Path.cwd()
+        self._cancelled = asyncio.Event()
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_info=Implementation(name="openab-scripted-agent", version="1"),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        if self.mode == "auth":
+            raise RequestError.auth_required()
+        self._cwd = Path(cwd)
+        return NewSessionResponse(session_id=SESSION_ID)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self._cancelled.set()
+
+    async def prompt(self, session_id: str, prompt: list[PromptBlock], **kwargs: Any) -> PromptResponse:
+        goal = " ".join(block.text for block in prompt if isinstance(block, TextContentBlock))
+        match self.mode:
+            case "crash":
+                await self._say(session_id, "Starting, then crashing.\n")
+                os._exit(3)
+            case "hang" | "spawn-child":
+                if self.mode == "spawn-child":
+                    child = await asyncio.create_subprocess_exec(
+                        sys.executable, "-c", "import time; time.sleep(600)"
+                    )
+                    (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
+                    await self._say(session_id, f"CHILD {child.pid}")
+                _become_unkillable_but_by_sigkill()
+                await asyncio.Event().wait()  # never answers, whatever the client sends
+            case "slow":
+                await self._say(session_id, "Starting a long piece of work.")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)
+                return PromptResponse(stop_reason="cancelled" if self._cancelled.is_set() else "end_turn")
+            case "cancel-end-turn":
+                await self._say(session_id, "Working until cancelled.")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)
+                await self._ask(
+                    session_id, "late-edit", "Edit after cancel", "edit", ("allow_once", "reject_once")
+                )
+            case "env":
+                await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
+            case "external":
+                await self._say(session_id, "I need to run a network command.\n")
+                allowed = await self._ask(
+                    session_id, "run-curl", "curl https://example.com", "execute", _ONCE, in_request=True
+                )
+                await self._say(
+                    session_id, "Allowed to run it (not running it)." if allowed else "Not allowed."
+                )
+            case _:  # normal, always-only
+                await self._write_result(session_id, goal, _ALWAYS if self.mode == "always-only" else _ONCE)
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _write_result(
+        self, session_id: str, goal: str, offered: tuple[PermissionOptionKind, ...]
+    ) -> None:
+        await self._say(session_id, f"Working on: {goal}\n")
+        target = self._cwd / "RESULT.md"
+        await self._client_or_fail().session_update(
+            session_id=session_id,
+            update=start_tool_call(
+                "write-result",
+                "Write RESULT.md",
+                kind="edit",
+                status="pending",
+                locations=[ToolCallLocation(path=str(target))],
+            ),
+        )
+        # Like many real agents, the request repeats only the id and title: the kind and location
+        # were announced above.
+        if await self._ask(session_id, "write-result", "Write RESULT.md", None, offered):
+            target.write_text(f"# Result\n\n{goal}\n", encoding="utf-8")
+            await self._update(session_id, "write-result", "completed")
+            await self._say(session_id, f"Wrote RESULT.md: {goal}")
+        else:
+            await self._update(session_id, "write-result", "failed")
+            await self._say(session_id, "Permission refused: RESULT.md not written.")
+
+    async def _ask(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        title: str,
+        kind: ToolKind | None,
+        offered: tuple[PermissionOptionKind, ...],
+        *,
+        in_request: bool = False,
+    ) -> bool:
+        """Request permission; True when an allow option was selected."""
+        options = [PermissionOption(option_id=f"opt-{k}", name=k.replace("_", " "), kind=k) for k in offered]
+        if in_request:
+            await self._client_or_fail().session_update(
+                session_id=session_id,
+                update=start_tool_call(tool_call_id, title, kind=kind, status="pending"),
+            )
+        tool_call = ToolCallUpdate(tool_call_id=tool_call_id, title=title, kind=kind if in_request else None)
+        response = await self._client_or_fail().request_permission(
+            session_id=session_id, tool_call=tool_call, options=options
+        )
+        outcome = response.outcome
+        return isinstance(outcome, AllowedOutcome) and outcome.option_id.startswith("opt-allow")
+
+    async def _say(self, session_id: str, text: str) -> None:
+        await self._client_or_fail().session_update(
+            session_id=session_id, update=update_agent_message_text(text)
+        )
+
+    async def _update(self, session_id: str, tool_call_id: str, status: ToolCallStatus) -> None:
+        await self._client_or_fail().session_update(
+            session_id=session_id, update=update_tool_call(tool_call_id, status=status)
+        )
+
+    def _client_or_fail(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("not connected")
+        return self._client
+
+
+def _exec_environment() -> dict[str, str]:
+    """The environment this process was started with (Python itself may add LC_CTYPE later)."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0") if item)
+    return {name: value for name, _, value in pairs}
+
+
+def _become_unkillable_but_by_sigkill() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _HANG_FOREVER.set()
+
+
+# Set by the hang modes: main() then blocks even after stdin closes.
+_HANG_FOREVER = threading.Event()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: ``python -m openab_voice.testing.acp_agent [--mode MODE]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--mode", choices=MODES, default="normal")
+    args = parser.parse_args(argv)
+    # cast: the Agent protocol lists every method; the SDK routes the missing ones to an error.
+    asyncio.run(run_agent(cast(Agent, ScriptedAgent(args.mode))))
+    if _HANG_FOREVER.is_set():
+        threading.Event().wait()  # ignore stdin closing too
+
+
+if __name__ == "__main__":
+    main()
