@@ -85,7 +85,10 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
             return
         record(interaction, "voice join", True, target.name)
         mode = "listening and speaking" if session.playback is not None else "listening only"
-        dave = f"DAVE on, privacy code {session.privacy_code}" if session.dave_enabled else "DAVE off"
+        code = session.privacy_code
+        dave = (
+            ("DAVE on" + (f", privacy code {code}" if code else "")) if session.dave_enabled else "DAVE off"
+        )
         await interaction.followup.send(f"Joined {target.name} ({mode}; {dave}).")
 
     @group.command(name="leave", description="Leave the voice channel")

@@ -285,7 +285,9 @@ class ConversationManager:
             return
         response_id = f"announce-{next(self._announce_ids)}"
         self._prepared[response_id] = PreparedResponse(user=None, replay=(self._announcements.popleft(),))
-        await self._dispatch(ResumeRequested(turn_id=response_id, response_id=response_id))
+        await self._dispatch(
+            ResumeRequested(turn_id=response_id, response_id=response_id, cause="announcement")
+        )
 
     async def _on_final(self, event: TranscriptFinal) -> None:
         if self._claimed is not None and self._claimed(event.text):

@@ -120,10 +120,12 @@ class UserTurn:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResumeRequested:
-    """The last interruption was false: speak the cut response again (new ``response_id``)."""
+    """Speak prepared sentences without the model (new ``response_id``): the cut response after a false
+    interruption, or an announcement (an action's status)."""
 
     turn_id: str
     response_id: str
+    cause: str = "false_interruption"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -363,7 +365,7 @@ def cause_of(event: DialogueInput) -> str:
         case Stop():
             return event.reason
         case ResumeRequested():
-            return "false_interruption"
+            return event.cause
         case ResponseFailed():
             return event.code
         case _:

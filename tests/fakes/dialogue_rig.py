@@ -48,6 +48,7 @@ class Rig:
         tts: dict[str, Any] | None = None,
         tools: Callable[[FakeClock], ToolRegistry] = default_tools,
         output: Callable[[FakeClock], FakeSpeechOutput] = FakeSpeechOutput,
+        claimed: Callable[[str], bool] | None = None,
     ) -> None:
         self.clock = FakeClock()
         self.bus = EventBus()
@@ -68,6 +69,7 @@ class Rig:
             roster=self.roster,
             settings=settings or DialogueSettings(bot_user_id="bot"),
             session_id=SESSION,
+            claimed=claimed,
         )
         self._utterances = 0
 

@@ -229,3 +229,42 @@ async def test_start_once_and_a_wake_name_is_required() -> None:
             )
         assert info.value.setting == "wake_name"
     assert rig.of(BotUtteranceFinished) == []
+
+
+async def test_a_claimed_final_is_no_turn_and_cuts_without_resuming() -> None:
+    def claimed(text: str) -> bool:
+        return text.lower().startswith("start a task")
+
+    long = "One two three. " * 6
+    async with Rig(replies=[ScriptedReply.text(long)], claimed=claimed) as rig:
+        rig.say("Tell me something long")
+        await rig.until_playing("One two three.")
+        started = rig.speech_started()
+        await rig.run(0.3)
+        rig.speech_ended(started=started)
+        rig.say("Start a task: write the notes")
+        await rig.run(5.0)
+        ignored = rig.of(TurnIgnored)
+        assert [(e.text, e.reason) for e in ignored] == [("Start a task: write the notes", "action_request")]
+        assert len(rig.chat.requests) == 1  # the task request never reached the model
+        assert [e.turn_id for e in rig.of(TurnAccepted)] == ["turn-1"]
+        # A valid interruption: the cut answer is not resumed.
+        assert not [c for c in rig.of(DialogueStateChanged) if c.cause == "false_interruption"]
+        assert rig.manager.state is DialogueState.LISTENING
+
+
+async def test_announcements_wait_for_the_answer_and_never_reach_the_model() -> None:
+    async with Rig(replies=[ScriptedReply.text(ANSWER)]) as rig:
+        rig.say("What is the capital of France?")
+        await rig.until_playing("Paris is the capital.")
+        rig.manager.announce("The task is done.")
+        await rig.until(lambda: "The task is done." in rig.played_sentences())
+        assert rig.played_sentences() == [
+            "Paris is the capital.",
+            "It has the Eiffel Tower.",
+            "The task is done.",
+        ]
+        assert len(rig.chat.requests) == 1
+        causes = [c.cause for c in rig.of(DialogueStateChanged) if c.state == "thinking"]
+        assert causes == ["user_turn", "announcement"]
+        await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)

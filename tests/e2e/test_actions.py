@@ -1,0 +1,200 @@
+"""The action plane through the loopback emulator, on SQLite and on PostgreSQL.
+
+The real bot joins with ``/voice join``; the task phrase arrives as a final transcript on the bus
+(speech → transcript is covered by the dialogue and demo tests); the proposal must appear pinned in
+the text channel with Confirm / Reject buttons; clicks go through the emulator's INTERACTION_CREATE,
+so only the operator's click runs the scripted ACP agent, and everyone else gets an ephemeral refusal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from openab_voice.actions.events import ActionChanged, ActionResultPosted, AgentProcessStarted
+from openab_voice.actions.jobs import JobStatus
+from openab_voice.actions.plane import ActionPlane
+from openab_voice.actions.ports import CONFIRM, REJECT, button_id
+from openab_voice.app import build_action_plane
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import Event
+from openab_voice.clock import SystemClock
+from openab_voice.config import load_settings
+from openab_voice.engine.events import TranscriptFinal
+from openab_voice.store.records import ActionRecord
+from openab_voice.testing.emulator import EmulatorConfig
+from openab_voice.testing.emulator.wire import JsonObject
+from openab_voice.testing.harness import BotOnEmulator
+
+pytestmark = pytest.mark.e2e
+
+OPERATOR, GUEST = 1001, 1002
+
+
+def agent(mode: str = "normal") -> str:
+    return shlex.join([sys.executable, "-m", "openab_voice.testing.acp_agent", "--mode", mode])
+
+
+@pytest.fixture
+async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
+    clock = SystemClock()
+    bus = EventBus()
+    settings = load_settings(
+        {},
+        transcription_enabled=False,
+        actions_enabled=True,
+        operator_user_id=OPERATOR,
+        acp_agent_command=agent(),
+        acp_turn_timeout_s=20.0,
+        acp_cancel_grace_s=1.0,
+        database_url=db_url,
+        data_dir=tmp_path / "data",
+    )
+    plane = build_action_plane(settings, bus=bus, clock=clock)
+    assert plane is not None
+    try:
+        async with BotOnEmulator(
+            settings,
+            EmulatorConfig(dave=False),
+            users={OPERATOR: "olivia", GUEST: "gus"},
+            clock=clock,
+            bus=bus,
+            actions=plane,
+        ) as h:
+            yield h, plane
+    finally:
+        plane.store.close()
+
+
+def say(h: BotOnEmulator, user_id: int, text: str, n: int) -> None:
+    """A final transcript of ``user_id`` as the transcriber publishes it (SSRC-attributed)."""
+    now = h.clock.monotonic()
+    h.bus.publish(
+        TranscriptFinal(
+            at=now,
+            session_id=h.session.id,
+            speaker_id=str(user_id),
+            utterance_id=f"{user_id}-{n}",
+            text=text,
+            audio_start=now - 2.0,
+            audio_end=now - 0.1,
+            partials=1,
+        )
+    )
+
+
+async def until(condition: Callable[[], bool], what: str, limit_s: float = 20.0) -> None:
+    for _ in range(int(limit_s / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def proposals(h: BotOnEmulator) -> list[JsonObject]:
+    return [m for m in h.emulator.messages() if "Action proposal" in str(m.get("content", ""))]
+
+
+def buttons(message: JsonObject) -> list[str]:
+    return [
+        str(b["custom_id"]) for row in message.get("components") or [] for b in row.get("components") or []
+    ]
+
+
+async def only_action(plane: ActionPlane, h: BotOnEmulator) -> ActionRecord:
+    actions = await plane.broker.recent(h.emulator.guild_id)
+    assert len(actions) == 1, actions
+    return actions[0]
+
+
+async def test_spoken_task_is_pinned_confirmed_by_the_operator_and_reported_in_text(
+    rig: tuple[BotOnEmulator, ActionPlane],
+) -> None:
+    h, plane = rig
+    seen: list[Event] = []
+    sub = h.bus.subscribe(Event, seen.append)
+    say(h, OPERATOR, "Start a task: write the release notes for version two.", 1)
+    await until(lambda: bool(proposals(h)), "the proposal")
+    message = proposals(h)[0]
+    action = await only_action(plane, h)
+    assert action.status is JobStatus.DELIVERED and action.goal == "write the release notes for version two."
+    assert action.proposed_by == OPERATOR and action.proposal_message_id == int(message["id"])
+    assert int(message["id"]) in h.emulator.pins()
+    assert buttons(message) == [button_id(CONFIRM, action.id), button_id(REJECT, action.id)]
+    assert "write the release notes for version two." in message["content"]
+    assert not [e for e in seen if isinstance(e, AgentProcessStarted)]  # delivered, nothing runs yet
+
+    # A guest's click is refused, only to them, and audited; the operator's click runs it.
+    refused = await h.emulator.click_button(GUEST, int(message["id"]), button_id(CONFIRM, action.id))
+    reply = await refused.reply()
+    assert reply.ephemeral and "only the operator" in reply.content
+    assert (await plane.broker.get(action.id)).status is JobStatus.DELIVERED  # type: ignore[union-attr]
+    audit = plane.store.audit_entries(action_id=action.id, kind="confirmation_refused")
+    assert [a.actor for a in audit] == [str(GUEST)] and audit[0].detail["code"] == "ACTION_NOT_OPERATOR"
+
+    confirmed = await h.emulator.click_button(OPERATOR, int(message["id"]), button_id(CONFIRM, action.id))
+    assert "Confirmed" in (await confirmed.reply()).content
+    await until(lambda: any(isinstance(e, ActionResultPosted) for e in seen), "the result")
+    sub.close()
+    final = await plane.broker.get(action.id)
+    assert final is not None and final.status is JobStatus.SUCCEEDED
+    assert final.delivery_outcome == "delivered" and final.confirmed_by == OPERATOR
+    result = [m for m in h.emulator.messages() if f"Action `{action.id}` succeeded" in str(m.get("content"))]
+    assert len(result) == 1 and "Wrote RESULT.md" in result[0]["content"]
+    # The proposal lost its buttons and says who confirmed it; a replayed click is refused.
+    closed = next(m for m in h.emulator.messages() if m["id"] == message["id"])
+    assert "Confirmed by" in closed["content"] and not buttons(closed)
+    statuses = [e.status for e in seen if isinstance(e, ActionChanged) and e.action_id == action.id]
+    assert statuses == ["proposed", "delivered", "confirmed", "running", "succeeded"]
+
+
+async def test_spoken_approval_approves_nothing_and_reject_and_replay_are_final(
+    rig: tuple[BotOnEmulator, ActionPlane],
+) -> None:
+    h, plane = rig
+    say(h, OPERATOR, "Start a task: delete the old branches.", 1)
+    await until(lambda: bool(proposals(h)), "the proposal")
+    action = await only_action(plane, h)
+    for n, words in enumerate(["Yes.", "I approve, confirm the task.", "Jarvis, yes, go ahead."], start=2):
+        say(h, OPERATOR, words, n)
+    await asyncio.sleep(0.5)
+    assert (await plane.broker.get(action.id)).status is JobStatus.DELIVERED  # type: ignore[union-attr]
+    assert len(proposals(h)) == 1 and not plane.executor.running
+
+    message_id = int(proposals(h)[0]["id"])
+    rejected = await h.emulator.click_button(OPERATOR, message_id, button_id(REJECT, action.id))
+    assert "Rejected" in (await rejected.reply()).content
+    assert (await plane.broker.get(action.id)).status is JobStatus.REJECTED  # type: ignore[union-attr]
+    # The buttons are gone from the message; a replayed confirm through the broker is refused.
+    outcome = await plane.broker.click(
+        decision=CONFIRM, action_id=action.id, user_id=OPERATOR, message_id=message_id
+    )
+    assert not outcome.ok and outcome.code == "ACTION_ALREADY_DECIDED"
+    assert not plane.executor.running
+
+
+async def test_slash_actions_lists_and_cancel_stops_a_pending_proposal(
+    rig: tuple[BotOnEmulator, ActionPlane],
+) -> None:
+    h, plane = rig
+    say(h, OPERATOR, "Start a task: summarize the open issues.", 1)
+    say(h, GUEST, "Start a task: mine some coins.", 2)  # not the operator: audit data only
+    await until(lambda: bool(proposals(h)), "the proposal")
+    await asyncio.sleep(0.3)
+    action = await only_action(plane, h)
+    refused = plane.store.audit_entries(kind="request_refused")
+    assert len(refused) == 1 and refused[0].actor == str(GUEST)
+
+    listing = await h.command("actions", user_id=GUEST)
+    assert action.id in listing and "delivered" in listing and "summarize the open issues" in listing
+    denied = await h.command("cancel", user_id=GUEST, action_id=action.id)
+    assert "only the operator or the proposer" in denied
+    done = await h.command("cancel", user_id=OPERATOR, action_id=action.id)
+    assert f"Cancelled `{action.id}`" in done
+    assert (await plane.broker.get(action.id)).status is JobStatus.CANCELLED  # type: ignore[union-attr]
+    assert "cancelled" in await h.command("actions", user_id=OPERATOR)
