@@ -92,6 +92,7 @@ class ActionBroker:
         clock: expiry and timestamps.
         on_confirmed: called with each confirmed action (the executor starts it).
         on_cancel: asked to stop a running action (returns False when it is not running here).
+        on_reconcile: lifts the on-disk quarantine marker of an action's workspace.
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class ActionBroker:
         clock: Clock,
         on_confirmed: Callable[[ActionRecord, float], None],
         on_cancel: Callable[[str], bool],
+        on_reconcile: Callable[[str], None],
     ) -> None:
         self._store = store
         self._channel = channel
@@ -114,6 +116,7 @@ class ActionBroker:
         self._clock = clock
         self._on_confirmed = on_confirmed
         self._on_cancel = on_cancel
+        self._on_reconcile = on_reconcile
         self._sweeper: asyncio.Task[None] | None = None
 
     @property
@@ -357,6 +360,26 @@ class ActionBroker:
             return Outcome(ok=False, message="it changed meanwhile; try again", code="STORE_CONFLICT")
         await self._close(cancelled, f"Cancelled by <@{user_id}>.")
         return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
+
+    async def reconcile(self, action_id: str, *, user_id: int) -> Outcome:
+        """The operator has checked a quarantined workspace: free it for new actions (audited). The
+        action's own outcome stays what it was (``outcome_unknown`` is history, not a state to fix)."""
+        if user_id != self._settings.operator_user_id:
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can reconcile a workspace"
+            )
+        record = await self._db(self._store.get, action_id)
+        if record is None or record.workspace_id is None:
+            return Outcome(ok=False, message="no workspace for that action", code="ACTION_UNKNOWN")
+        freed = await self._db(self._store.reconcile_workspace, record.workspace_id, actor=str(user_id))
+        if not freed:
+            return Outcome(
+                ok=False, message="its workspace is not quarantined", code="ACTION_NOT_QUARANTINED"
+            )
+        self._on_reconcile(action_id)
+        return Outcome(
+            ok=True, message=f"Workspace of `{action_id}` reconciled and free again.", action=record
+        )
 
     # --- helpers ----------------------------------------------------------------------------------
 

@@ -126,6 +126,10 @@ class ActionExecutor:
 
         return done
 
+    def lift_quarantine(self, action_id: str) -> None:
+        """Remove the quarantine marker of ``action_id``'s workspace (the store was reconciled first)."""
+        self._workspaces.release(self._workspaces.locate(action_id))
+
     async def wait_idle(self) -> None:
         """Wait until every launched action has finished (tests, demo, bench)."""
         while self._tasks:

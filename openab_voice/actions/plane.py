@@ -66,6 +66,7 @@ class ActionPlane:
             clock=self._clock,
             on_confirmed=self._executor.launch,
             on_cancel=self._executor.cancel,
+            on_reconcile=self._executor.lift_quarantine,
         )
 
     @property

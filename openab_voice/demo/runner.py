@@ -103,7 +103,7 @@ async def _event_script(h: BotOnEmulator, event: EventItem) -> None:
         print(f"[demo] {event.at:.1f}s: {event.by} clicked {event.click}: {await interaction.response()}")
         return
     options: dict[str, Any] = {}
-    if event.subcommand == "cancel":
+    if event.subcommand in ("cancel", "reconcile"):
         options["action_id"] = event.arguments[0] if event.arguments else (_latest_action_id(h) or "none")
     reply = await h.command(event.subcommand, user_id=user_id, **options)
     print(f"[demo] {event.at:.1f}s: /{event.slash} by {event.by}:\n{reply}")

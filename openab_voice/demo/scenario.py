@@ -107,7 +107,7 @@ class EventItem(BaseModel):
         return self.slash.split()[2:]
 
 
-SLASH_SUBCOMMANDS = ("status", "actions", "cancel", "leave")
+SLASH_SUBCOMMANDS = ("status", "actions", "cancel", "reconcile", "leave")
 
 
 class Scenario(BaseModel):

@@ -1,4 +1,4 @@
-"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``."""
+"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``, ``reconcile <id>``."""
 
 from __future__ import annotations
 
@@ -141,6 +141,20 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
             return
         outcome = await broker.cancel(action_id.strip(), user_id=interaction.user.id)
         record(interaction, "voice cancel", outcome.ok, outcome.code or action_id)
+        await interaction.response.send_message(outcome.message, ephemeral=True)
+
+    @group.command(name="reconcile", description="Free a quarantined workspace after checking it (operator)")
+    @app_commands.describe(action_id="The action whose workspace you checked")
+    async def reconcile(interaction: discord.Interaction, action_id: str) -> None:
+        broker = service.broker
+        if broker is None:
+            record(interaction, "voice reconcile", False, "actions off")
+            await interaction.response.send_message(
+                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
+            )
+            return
+        outcome = await broker.reconcile(action_id.strip(), user_id=interaction.user.id)
+        record(interaction, "voice reconcile", outcome.ok, outcome.code or action_id)
         await interaction.response.send_message(outcome.message, ephemeral=True)
 
     return group

@@ -41,7 +41,10 @@ def agent(mode: str = "normal") -> str:
 
 
 @pytest.fixture
-async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
+async def rig(
+    request: pytest.FixtureRequest, db_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
+    """The bot with actions on; ``indirect`` parametrization picks the scripted agent's mode."""
     clock = SystemClock()
     bus = EventBus()
     settings = load_settings(
@@ -49,7 +52,7 @@ async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[BotOnEmulator,
         transcription_enabled=False,
         actions_enabled=True,
         operator_user_id=OPERATOR,
-        acp_agent_command=agent(),
+        acp_agent_command=agent(getattr(request, "param", "normal")),
         acp_turn_timeout_s=20.0,
         acp_cancel_grace_s=1.0,
         database_url=db_url,
@@ -198,3 +201,28 @@ async def test_slash_actions_lists_and_cancel_stops_a_pending_proposal(
     assert f"Cancelled `{action.id}`" in done
     assert (await plane.broker.get(action.id)).status is JobStatus.CANCELLED  # type: ignore[union-attr]
     assert "cancelled" in await h.command("actions", user_id=OPERATOR)
+
+
+@pytest.mark.parametrize("rig", ["crash"], indirect=True)
+async def test_agent_crash_is_outcome_unknown_until_the_operator_reconciles(
+    rig: tuple[BotOnEmulator, ActionPlane],
+) -> None:
+    h, plane = rig
+    say(h, OPERATOR, "Start a task: refactor the parser.", 1)
+    await until(lambda: bool(proposals(h)), "the proposal")
+    action = await only_action(plane, h)
+    await h.emulator.click_button(OPERATOR, int(proposals(h)[0]["id"]), button_id(CONFIRM, action.id))
+    await until(
+        lambda: any("UNKNOWN outcome" in str(m.get("content")) for m in h.emulator.messages()), "result"
+    )
+    final = await plane.broker.get(action.id)
+    assert final is not None and final.status is JobStatus.OUTCOME_UNKNOWN and final.workspace_id
+    workspace = plane.store.workspace(final.workspace_id)
+    assert workspace is not None and workspace.state.value == "quarantined"
+
+    assert "only the operator" in await h.command("reconcile", user_id=GUEST, action_id=action.id)
+    assert "reconciled" in await h.command("reconcile", user_id=OPERATOR, action_id=action.id)
+    freed = plane.store.workspace(final.workspace_id)
+    assert freed is not None and freed.state.value == "free"
+    assert (await plane.broker.get(action.id)).status is JobStatus.OUTCOME_UNKNOWN  # type: ignore[union-attr]
+    assert "not quarantined" in await h.command("reconcile", user_id=OPERATOR, action_id=action.id)
