@@ -10,9 +10,11 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
   within a few dB; AGC can even make it negative);
 * ``echo_dominated``: the APM removed more than ``gate_dominated_suppression_db`` *and* what is left
   is more than ``gate_residual_below_render_db`` under the render level (residual echo);
-* ``render_correlated``: the processed capture's waveform correlates with the recent render above
-  ``gate_max_correlation`` at some lag within the gate window (the only test left when the APM is
-  ``disabled``).
+* ``echo_suspected``: the speaker is not coupled yet (its APM does not get the reference, see
+  :mod:`~openab_voice.audio.coupling`) but its raw capture recently followed the render;
+* ``render_correlated``: the processed capture's waveform (or the raw one, for a speaker not coupled)
+  correlates with the recent render above ``gate_max_correlation`` at some lag within the gate window
+  (the only test left when the APM is ``disabled``).
 
 Confidence drops (and the suppression test tightens by ``gate_drift_margin_db``) while the reference
 drifts or the APM re-converges; a ``disabled`` APM can only rely on correlation and says so. Spec:
@@ -116,13 +118,21 @@ class EchoGate:
         cut = (self._i % chunks) * self._chunk
         return np.concatenate((ring[cut:], ring[:cut])).astype(np.float64)
 
-    def evaluate(self, *, confidence: float, echo_cancelling: bool) -> GateVerdict:
+    def evaluate(
+        self, *, confidence: float, echo_cancelling: bool, coupled: bool = True, echo_suspected: bool = False
+    ) -> GateVerdict:
         """Decide on an onset now.
 
         Args:
             confidence: 1.0 normally; lower while the reference drifts or the APM re-converges.
             echo_cancelling: the APM cancels echo (False for ``disabled``); without it the
                 suppression test says nothing and only correlation remains.
+            coupled: the APM gets this speaker's render reference (:mod:`~openab_voice.audio.coupling`).
+                When it does not, nothing was cancelled: the suppression tests say nothing, and the raw
+                capture (untouched by noise suppression and gain control) is the better echo witness,
+                so the correlation is the larger of raw and processed.
+            echo_suspected: recent raw capture of this (not yet coupled) speaker followed the render:
+                every onset during playback is taken for echo until coupling decides.
         """
         s = self._s
         raw_db = dbfs(mean_square(self._raw))
@@ -130,11 +140,14 @@ class EchoGate:
         ren_db = dbfs(float(self._ren_ms.mean()))
         suppression = raw_db - res_db
         speaking = self.bot_speaking
+        cancelling = echo_cancelling and coupled
         correlation = 0.0
         if speaking:
-            correlation = peak_normalized_correlation(
-                self._ordered(self._res, self._onset_n), self._ordered(self._ren, self._render_n)
-            )
+            render = self._ordered(self._ren, self._render_n)
+            correlation = peak_normalized_correlation(self._ordered(self._res, self._onset_n), render)
+            if not coupled:
+                raw = peak_normalized_correlation(self._ordered(self._raw, self._onset_n), render)
+                correlation = max(correlation, raw)
 
         def verdict(accepted: bool, reason: str, conf: float) -> GateVerdict:
             return GateVerdict(
@@ -154,15 +167,17 @@ class EchoGate:
         margin = s.gate_drift_margin_db if confidence < 1.0 else 0.0
         if res_db < s.gate_min_residual_dbfs:
             return verdict(False, "residual_too_quiet", confidence)
-        if echo_cancelling and suppression > s.gate_max_suppression_db - margin:
+        if cancelling and suppression > s.gate_max_suppression_db - margin:
             return verdict(False, "echo_suppressed", confidence)
+        if echo_suspected:
+            return verdict(False, "echo_suspected", confidence)
         # A residual quieter than the render has to correlate less with it to count as a voice: a
         # user talking over the bot is about as loud as the bot and does not follow its waveform.
         quiet = res_db < ren_db - s.gate_quiet_residual_db
         if correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
             return verdict(False, "render_correlated", confidence)
         if (
-            echo_cancelling
+            cancelling
             and suppression > s.gate_dominated_suppression_db - margin
             and res_db < ren_db - s.gate_residual_below_render_db
         ):

@@ -130,6 +130,22 @@ class SpeechEnded(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EchoCouplingDetected(Event):
+    """A speaker's raw capture was seen to carry the bot's playback: its APM now gets the reference.
+
+    Attributes:
+        correlation: the last check's peak normalised correlation of raw capture with the render.
+        raw_dbfs: raw capture level over that check's window.
+    """
+
+    event_type: ClassVar[str] = "echo_coupling_detected"
+    speaker_id: str
+    correlation: float | None
+    raw_dbfs: float
+    stage: str = "audio"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EchoGateDecision(Event):
     """The echo gate's verdict on a VAD onset, with its evidence.
 

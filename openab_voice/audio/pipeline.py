@@ -18,9 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from openab_voice.audio.apm import ApmStage
+from openab_voice.audio.coupling import EchoCoupling
 from openab_voice.audio.drift import DriftMonitor
 from openab_voice.audio.echo_gate import EchoGate, GateVerdict
-from openab_voice.audio.events import AudioProcessingError, EchoGateDecision, SpeechEnded, SpeechStarted
+from openab_voice.audio.events import (
+    AudioProcessingError,
+    EchoCouplingDetected,
+    EchoGateDecision,
+    SpeechEnded,
+    SpeechStarted,
+)
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.render import RenderAligner
 from openab_voice.audio.resample import Chunk, Chunker, Resampler
@@ -132,6 +139,9 @@ class SpeakerPipeline:
             drift=self.drift,
         )
         self.gate = EchoGate(settings, chunk_samples=rate // 100, rate=rate)
+        self.coupling = EchoCoupling(
+            chunk_samples=rate // 100, rate=rate, always=settings.aec_reference == "always"
+        )
         self.timings = StageTimings()
         self.frames = 0
         self.user_speech = False
@@ -162,7 +172,12 @@ class SpeakerPipeline:
         apm_ok = True
         for chunk in chunks:
             take = self.render.take(chunk.timestamp)
-            render = take.chunk.samples if take.chunk is not None else None
+            if self.coupling.observe(chunk.samples, take.chunk):
+                self._coupled()
+            # Only a speaker whose microphone carries the bot gets the reference: AEC3 fed a render
+            # that is not in the capture suppresses the person talking over the bot.
+            coupled = take.chunk is not None and self.coupling.coupled
+            render = take.chunk.samples if coupled and take.chunk is not None else None
             t0 = perf_ns()
             processed, ok = self.apm.process(chunk.samples, render, chunk.timestamp)
             t1 = perf_ns()
@@ -246,8 +261,12 @@ class SpeakerPipeline:
         verdict = self.gate.evaluate(
             confidence=confidence,
             echo_cancelling=self.apm.capabilities.echo_cancellation and not self.apm.degraded,
+            coupled=self.coupling.coupled,
+            echo_suspected=self.coupling.suspected,
         )
         self.timings.record("gate", perf_ns() - t0)
+        if verdict.reason == "render_correlated" and self.coupling.note_echo():
+            self._coupled()
         if not initial and not verdict.accepted:
             return  # re-evaluations of a rejected onset are only reported when they flip
         self._emit_decision(verdict, audio_time)
@@ -264,6 +283,16 @@ class SpeakerPipeline:
                 probability=round(probability if probability is not None else self.vad.probability, 3),
                 during_playback=verdict.bot_speaking,
                 confidence=verdict.confidence,
+            )
+        )
+
+    def _coupled(self) -> None:
+        self._emit(
+            EchoCouplingDetected(
+                at=self._clock.monotonic(),
+                speaker_id=self.speaker_id,
+                correlation=self.coupling.last_correlation,
+                raw_dbfs=self.coupling.raw_dbfs,
             )
         )
 

@@ -46,6 +46,9 @@ class FrontEndSettings:
         drift_confidence: multiplier on gate confidence while drifting or while the APM re-converges.
         capture_gap_ms: a capture pause longer than this is a discontinuity (Discord stops sending
             packets in silence), not drift.
+        aec_reference: ``auto`` feeds a speaker's APM the bot's playback only once that speaker's raw
+            capture has been seen to carry it (:mod:`~openab_voice.audio.coupling`); ``always`` from
+            the start.
         gate_render_window_ms: render energy within this window means "the bot is speaking".
         gate_render_active_dbfs: render level above which the bot counts as speaking.
         gate_min_residual_dbfs: processed capture quieter than this cannot be user speech.
@@ -71,6 +74,7 @@ class FrontEndSettings:
     auto_gain_control: bool = True
     high_pass_filter: bool = True
     apm_stream_delay_ms: int | None = None
+    aec_reference: Literal["auto", "always"] = "auto"
     vad_start_threshold: float = 0.5
     vad_end_threshold: float = 0.35
     vad_min_speech_ms: int = 32

@@ -1,8 +1,9 @@
 """Per-SSRC jitter buffer and Opus decoding with FEC/PLC concealment.
 
 Packets arrive out of order, twice, late or not at all. Each SSRC gets one :class:`JitterBuffer`
-that orders them by RTP sequence number (16-bit, unwrapped to an ever-growing integer), waits at
-most ``depth`` packets or ``depth * 20 ms`` for a missing one, and then:
+that orders them by RTP sequence number (16-bit, unwrapped to an ever-growing integer). A packet that
+is next in sequence is decoded as it arrives; when one is missing, the buffer waits at most ``depth``
+packets or ``depth * 20 ms`` for it, and then:
 
 * one missing packet is rebuilt from the in-band FEC of the packet after it
   (``decode(next_payload, fec=True)``), or by packet loss concealment (``decode(None)``) when the
@@ -157,9 +158,15 @@ class JitterBuffer:
             self._anchor = (arrival, rtp_timestamp)
         self._held[ext] = _Held(rtp_timestamp, payload, arrival)
         self._last_arrival = arrival
-        while len(self._held) > self._depth:
+        # Nothing plays these frames on a clock: they go to VAD and STT, so a packet that is next in
+        # sequence (or starts a stream or a talk spurt) is released at once; only a gap is waited for,
+        # up to ``depth`` packets. Waiting always would add ``depth * 20 ms`` to every speech onset.
+        while self._held and (len(self._held) > self._depth or self._head_in_order()):
             self._release_one(out)
         return out
+
+    def _head_in_order(self) -> bool:
+        return self._next is None or self._resync or min(self._held) == self._next
 
     def flush(self, now: float) -> list[AudioFrame]:
         """Release every packet that has waited ``depth * 20 ms`` (and the gaps before it)."""

@@ -78,17 +78,24 @@ def test_in_order_packets_decode_with_rtp_timing() -> None:
     assert_well_formed(frames)
 
 
-def test_release_waits_for_depth_or_time() -> None:
-    buffer, _, _ = make(depth=3)
-    assert buffer.push(0, 0, TONE[0], T0) == []
-    assert buffer.push(1, 960, TONE[1], T0 + 0.02) == []
-    assert buffer.flush(T0 + 0.059) == []
-    released = buffer.flush(T0 + 0.060)  # packet 0 waited depth * 20 ms
-    assert [f.frame_id for f in released] == [0]
-    assert buffer.push(2, 1920, TONE[2], T0 + 0.061) == []
-    assert len(buffer.push(3, 2880, TONE[3], T0 + 0.062)) == 0
-    assert len(buffer.push(4, 3840, TONE[4], T0 + 0.063)) == 1  # more than depth held
+def test_in_order_packets_go_at_once_and_only_a_gap_waits_for_depth_or_time() -> None:
+    buffer, counters, _ = make(depth=3)
+    # Next in sequence (the first of a stream included): decoded as it arrives, no playout delay.
+    assert [f.frame_id for f in buffer.push(0, 0, TONE[0], T0)] == [0]
+    assert [f.frame_id for f in buffer.push(1, 960, TONE[1], T0 + 0.02)] == [1]
+    # 2 is missing: 3 waits for it ...
+    assert buffer.push(3, 2880, TONE[3], T0 + 0.061) == []
+    assert buffer.flush(T0 + 0.110) == []
+    # ... until depth * 20 ms have passed (then 2 is concealed from 3's FEC and 3 plays) ...
+    released = buffer.flush(T0 + 0.122)
+    assert [f.concealed for f in released] == [True, False] and counters.lost == 1
+    # ... or more than ``depth`` packets are held behind a gap.
+    assert buffer.push(5, 4800, TONE[5], T0 + 0.123) == []
+    assert buffer.push(6, 5760, TONE[6], T0 + 0.124) == []
+    assert buffer.push(7, 6720, TONE[7], T0 + 0.125) == []
     assert buffer.held == 3
+    assert len(buffer.push(8, 7680, TONE[8], T0 + 0.126)) == 5  # 4 concealed, then 5..8 in order
+    assert buffer.held == 0
 
 
 def test_reordered_packets_come_out_in_order() -> None:
