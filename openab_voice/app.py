@@ -156,7 +156,6 @@ def build_action_plane(
         operator_user_id=settings.operator_user_id,
         expiry_s=settings.action_expiry_s,
         max_effect=EffectCeiling(settings.action_max_effect),
-        trusted_listener_ids=frozenset(settings.trusted_listener_ids),
     )
     agent = AgentSettings(
         command=tuple(shlex.split(settings.acp_agent_command)),

@@ -45,7 +45,6 @@ class BrokerSettings:
     operator_user_id: int
     expiry_s: float = 300.0
     max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
-    trusted_listener_ids: frozenset[int] = frozenset()
     sweep_interval_s: float = 5.0
 
 
@@ -184,7 +183,7 @@ class ActionBroker:
         )
         record, created = await self._db(self._store.create, new)
         if not created:
-            return Outcome(ok=True, message="already proposed", action=record)
+            return _repeat(record)
         self._changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
         await self._db(
             self._store.audit,
@@ -241,7 +240,7 @@ class ActionBroker:
         await self._db(
             self._store.audit,
             "request_refused",
-            actor=str(request.speaker_id),
+            actor="unattributed" if request.speaker_id is None else str(request.speaker_id),
             detail={"code": code, "source": request.source, "goal": request.goal[:500]},
         )
         return Outcome(ok=False, message=why, code=code)
@@ -260,6 +259,12 @@ class ActionBroker:
         if message_id is not None and record.proposal_message_id not in (None, message_id):
             return await self._refuse_click(
                 action_id, user_id, "ACTION_WRONG_MESSAGE", "not this action's proposal"
+            )
+        if record.status is JobStatus.PROPOSED:
+            # Clicked between the post and the pin: delivery (posted AND pinned) is not settled yet,
+            # and a proposal whose pin fails is withdrawn, so nothing may be decided on it now.
+            return await self._refuse_click(
+                action_id, user_id, "ACTION_NOT_DELIVERED", "the proposal is still being posted; click again"
             )
         if record.status not in AWAITING_CONFIRMATION:
             return await self._refuse_click(
@@ -430,3 +435,19 @@ class ActionBroker:
                 effect_ceiling=record.effect_ceiling,
             )
         )
+
+
+def _repeat(record: ActionRecord) -> Outcome:
+    """The answer to a request whose idempotency key already has an action: its real state."""
+    if record.status is JobStatus.DELIVERY_FAILED:
+        return Outcome(
+            ok=False, message="the proposal could not be posted", action=record, code="ACTION_DELIVERY_FAILED"
+        )
+    if record.status.terminal:
+        return Outcome(
+            ok=False,
+            message=f"that request already ended: {record.status}",
+            action=record,
+            code="ACTION_ALREADY_DECIDED",
+        )
+    return Outcome(ok=True, message=f"already proposed ({record.status})", action=record)

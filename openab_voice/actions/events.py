@@ -73,6 +73,14 @@ class AgentProcessStarted(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AgentPromptSent(Event):
+    """The goal was sent to the agent: from here on, a lost agent means ``outcome_unknown``."""
+
+    action_id: str
+    stage: str = "acp"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActionResultPosted(Event):
     """The result went to the text channel (or failed to); speech follows only when it did."""
 

@@ -33,6 +33,7 @@ from openab_voice.actions.events import (
     ActionChanged,
     ActionResultPosted,
     AgentProcessStarted,
+    AgentPromptSent,
     PermissionDecided,
 )
 from openab_voice.actions.jobs import EffectCeiling, JobEvent
@@ -40,7 +41,7 @@ from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
 from openab_voice.actions.results import result_text, spoken_status
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError
+from openab_voice.errors import OpenabError, StaleTransition
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 
@@ -157,9 +158,19 @@ class ActionExecutor:
         if not taken:
             await self._finish_unstarted(record, "ACP_WORKSPACE_BUSY", "another action holds this workspace")
             return
-        running = await self._transition(
-            record, JobEvent.START, "system", "agent starting", workspace_id=workspace.id
-        )
+        if self._closed:
+            await self._db(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
+            return
+        try:
+            running = await self._transition(
+                record, JobEvent.START, "system", "agent starting", workspace_id=workspace.id
+            )
+        except StaleTransition:
+            # Cancelled between the confirmation and now: nothing ran; give the workspace back.
+            await self._db(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._workspaces.cleanup(workspace)
+            return
         completion = await self._run_agent(running, workspace, confirmed_at)
         await self._settle(running, workspace, completion)
 
@@ -179,6 +190,8 @@ class ActionExecutor:
         )
 
         def on_event(kind: str, data: dict[str, object]) -> None:
+            if kind == "prompt_sent":
+                self._bus.publish(AgentPromptSent(at=self._clock.monotonic(), action_id=record.id))
             if kind == "process_started":
                 self._bus.publish(
                     AgentProcessStarted(
@@ -227,7 +240,11 @@ class ActionExecutor:
 
     async def _finish_unstarted(self, record: ActionRecord, code: str, why: str) -> None:
         """Nothing was spawned: ``confirmed → failed`` with the reason, and say so in text."""
-        final = await self._transition(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
+        try:
+            final = await self._transition(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
+        except StaleTransition:
+            return  # cancelled meanwhile: that stands, and nothing ran
+
         completion = TurnCompletion(
             action_id=record.id,
             execution=ExecutionOutcome.FAILED,

@@ -89,8 +89,8 @@ class TaskPhraseIntake:
         except Exception:  # the store or Discord failed: logged; the request is not silently retried
             log.exception("task phrase proposal failed")
             return
-        if outcome.ok:
-            await self._say(ACK_PROPOSED)
+        if outcome.ok and outcome.created:
+            await self._say(ACK_PROPOSED)  # a repeated utterance (same id) is not acknowledged twice
         elif outcome.code in ACK_REFUSED:
             await self._say(ACK_REFUSED[outcome.code])
 

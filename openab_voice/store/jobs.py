@@ -203,14 +203,31 @@ class JobStore:
     # --- restart and expiry ---
 
     def reconcile_after_restart(self, *, actor: str = "startup") -> list[ActionRecord]:
-        """After a restart: lose every ``running`` action and expire overdue proposals.
+        """After a restart: lose every ``running`` action, fail confirmed ones, expire overdue proposals.
 
         A running action becomes ``outcome_unknown`` (never re-run: nobody knows what the agent did)
-        and its workspace is quarantined, in one transaction. Call it where no other live process runs
-        actions from this store. Returns the actions it changed; a second call changes nothing.
+        and its workspace is quarantined, in one transaction. A confirmed action that never started
+        becomes ``failed`` (``ACTION_NOT_STARTED``: nothing ran; its confirmation belonged to a voice
+        session that is gone). Call it where no other live process runs actions from this store.
+        Returns the actions it changed; a second call changes nothing.
         """
         lost = [record for job in self.in_status(JobStatus.RUNNING) if (record := self._lose(job, actor))]
-        return lost + self.expire_overdue(actor=actor)
+        unstarted = []
+        for job in self.in_status(JobStatus.CONFIRMED):
+            try:
+                unstarted.append(
+                    self.apply(
+                        job.id,
+                        JobEvent.FAIL,
+                        actor=actor,
+                        reason="process restarted before it started; nothing ran",
+                        expected_version=job.version,
+                        error_code="ACTION_NOT_STARTED",
+                    )
+                )
+            except StaleTransition:
+                continue
+        return lost + unstarted + self.expire_overdue(actor=actor)
 
     def expire_overdue(self, *, actor: str) -> list[ActionRecord]:
         """Expire every ``proposed`` or ``delivered`` action whose ``expires_at`` has passed."""

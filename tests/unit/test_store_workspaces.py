@@ -119,6 +119,7 @@ def test_restart_loses_running_jobs_and_expires_stale_proposals(
 
     assert [(r.id, r.status) for r in changed] == [
         (running.id, JobStatus.OUTCOME_UNKNOWN),
+        (queued.id, JobStatus.FAILED),
         (stale.id, JobStatus.EXPIRED),
     ]
     lost = job_store.transitions(running.id)[-1]
@@ -127,7 +128,9 @@ def test_restart_loses_running_jobs_and_expires_stale_proposals(
     (blocked,) = job_store.quarantined_workspaces()
     assert (blocked.id, blocked.action_id, blocked.reason) == ("ws-main", running.id, RESTART_REASON)
     assert job_store.get(waiting.id) == waiting  # not yet expired
-    assert job_store.get(queued.id) == queued  # confirmed jobs wait for an executor; nothing ran yet
+    # Confirmed but never started: nothing ran, and the confirmation's voice session is gone.
+    not_started = job_store.get(queued.id)
+    assert not_started is not None and not_started.error_code == "ACTION_NOT_STARTED"
 
     assert job_store.reconcile_after_restart() == []
 
