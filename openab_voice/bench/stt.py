@@ -112,7 +112,7 @@ class _Replay:
         self._transcriber, self._stt, self._clock = transcriber, stt, clock
         self._pending: list[tuple[float, int, DecodeJob, Hypothesis | BaseException]] = []
         self._order = itertools.count()
-        self.decode_ms: dict[str, list[float]] = {"partial": [], "final": []}
+        self.decode_ms: dict[str, list[float]] = {"partial": [], "speculative": [], "final": []}
 
     def start(self, jobs: list[DecodeJob]) -> None:
         for job in jobs:
@@ -123,7 +123,8 @@ class _Replay:
             except Exception as exc:  # delivered to the transcriber, which reports it
                 result = exc
             seconds = (perf_ns() - began) / 1e9
-            self.decode_ms["final" if job.final else "partial"].append(seconds * 1000.0)
+            kind = "speculative" if job.speculative else "final" if job.final else "partial"
+            self.decode_ms[kind].append(seconds * 1000.0)
             done = self._clock.monotonic() + seconds
             heapq.heappush(self._pending, (done, next(self._order), job, result))
 

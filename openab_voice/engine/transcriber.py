@@ -72,6 +72,11 @@ class TranscriberSettings:
         max_utterance_s: an utterance is cut (final decode) at this length; Whisper's window is 30 s.
         max_concurrent_decodes: decodes in flight across all speakers.
         close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
+        speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
+            an utterance (the VAD is still waiting out its minimum silence), the final decode runs
+            speculatively; if the utterance then ends with no speech in between, that decode is the
+            final, published the moment the VAD declares the end instead of a decode later. 0: off.
+        speculate_below: the VAD score under which a frame counts as quiet for speculation.
     """
 
     partial_interval_ms: int = 300
@@ -83,6 +88,8 @@ class TranscriberSettings:
     max_utterance_s: float = 30.0
     max_concurrent_decodes: int = 1
     close_timeout_s: float = 5.0
+    speculate_after_ms: int = 150
+    speculate_below: float = 0.35
 
     def __post_init__(self) -> None:
         if min(self.partial_interval_ms, self.initial_partial_interval_ms) < 20:
@@ -107,6 +114,14 @@ class _Utterance:
     partials: int = 0
     concluded: bool = False
     first_stable: bool = False
+    quiet_since: float | None = None  # start of the current run of quiet frames
+    spec_quiet: float | None = None  # the quiet run a speculative final was decoded in
+    spec: Hypothesis | None = None  # its result, valid while that quiet run lasts
+
+    @property
+    def speculated(self) -> bool:
+        """A speculative final exists for the quiet run still going on (no speech since)."""
+        return self.spec is not None and self.spec_quiet is not None and self.spec_quiet == self.quiet_since
 
 
 @dataclass(slots=True)
@@ -128,6 +143,7 @@ class DecodeJob:
     samples: npt.NDArray[np.int16]
     final: bool
     audio_end: float
+    speculative: bool = False
     _utterance: _Utterance = field(repr=False)
 
 
@@ -192,6 +208,11 @@ class Transcriber:
             utt.chunks.append(samples)
             utt.samples += samples.size
             utt.audio_end = audio.timestamp + audio.duration
+            if frame.speech_probability < self.settings.speculate_below:
+                if utt.quiet_since is None:
+                    utt.quiet_since = audio.timestamp
+            else:
+                utt.quiet_since = None  # speech again: a speculative final is stale
             reached = speaker.end_at is not None and utt.audio_end >= speaker.end_at - _END_TOLERANCE_S
             if reached or utt.samples >= self.settings.max_utterance_s * self._rate:
                 self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
@@ -221,7 +242,11 @@ class Transcriber:
         """Apply a finished decode (its hypothesis or the exception it raised); returns decodes to start."""
         self._release(job)
         utt = job._utterance
-        if not utt.concluded:
+        if job.speculative:
+            # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
+            if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
+                utt.spec = result
+        elif not utt.concluded:
             if isinstance(result, BaseException):
                 self._failed(job, result)
             elif job.final:
@@ -388,9 +413,14 @@ class Transcriber:
     # --- scheduling -----------------------------------------------------------------------------
 
     def _schedule(self) -> list[DecodeJob]:
+        for speaker in self._speakers.values():
+            while speaker.finishing and speaker.finishing[0].speculated and not speaker.busy:
+                utt = speaker.finishing.popleft()
+                assert utt.spec is not None
+                self._finish(utt, utt.spec)  # the speculative decode saw all the speech: it is the final
         jobs: list[DecodeJob] = []
         while self._in_flight < self.settings.max_concurrent_decodes:
-            job = self._next_final() or self._next_partial()
+            job = self._next_final() or self._next_speculative() or self._next_partial()
             if job is None:
                 break
             self._in_flight += 1
@@ -411,6 +441,19 @@ class Transcriber:
         speaker = min(ready, key=lambda sp: sp.finishing[0].audio_end)  # oldest end of speech first
         return self._job(speaker.finishing.popleft(), final=True)
 
+    def _next_speculative(self) -> DecodeJob | None:
+        after = self.settings.speculate_after_ms / 1000.0
+        if after <= 0:
+            return None
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is None:
+                continue
+            if utt.spec_quiet != utt.quiet_since and utt.audio_end - utt.quiet_since >= after:
+                utt.spec_quiet, utt.spec = utt.quiet_since, None
+                return self._job(utt, final=True, speculative=True)
+        return None
+
     def _next_partial(self) -> DecodeJob | None:
         if not self._streaming:
             return None
@@ -428,7 +471,7 @@ class Transcriber:
         best.decoded_at = best.samples - best.pre_roll
         return self._job(best, final=False)
 
-    def _job(self, utt: _Utterance, *, final: bool) -> DecodeJob:
+    def _job(self, utt: _Utterance, *, final: bool, speculative: bool = False) -> DecodeJob:
         samples = np.concatenate(utt.chunks)
         utt.chunks = [samples]  # one contiguous buffer; later frames append to it
         return DecodeJob(
@@ -437,6 +480,7 @@ class Transcriber:
             samples=samples,
             final=final,
             audio_end=utt.audio_end,
+            speculative=speculative,
             _utterance=utt,
         )
 
@@ -467,7 +511,13 @@ class Transcriber:
 
     def _on_speech_ended(self, event: SpeechEnded) -> None:
         if event.reason != "silence":  # after a "silence" end, a frame with user_speech False follows
-            self._start(self.end_speech(event.speaker_id, event.audio_time))
+            # Not from inside this bus dispatch: a speculative final would be published in it, and
+            # reach later subscribers before the SpeechEnded that caused it.
+            asyncio.get_running_loop().call_soon(self._end_speech_now, event.speaker_id, event.audio_time)
+
+    def _end_speech_now(self, speaker_id: str, audio_time: float) -> None:
+        if not self._closed:
+            self._start(self.end_speech(speaker_id, audio_time))
 
     def _start(self, jobs: list[DecodeJob]) -> None:
         for job in jobs:

@@ -20,7 +20,7 @@ def test_one_trial_measures_every_metric() -> None:
     assert report["trials"] == 1 and report["ttft_ms"] == 300.0
     for metric in METRICS:
         stats = report[metric]
-        assert set(stats) == {"p50", "p95", "n"}, metric
+        assert set(stats) == {"p50", "p95", "n", "max"}, metric
         assert stats["n"] >= 1, metric
         for key in ("p50", "p95"):
             value = stats[key]

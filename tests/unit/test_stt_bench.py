@@ -27,6 +27,9 @@ def test_bench_reports_latency_and_accuracy_for_one_utterance() -> None:
     first = result["first_stable_partial_ms"]
     assert first["n"] == 1 and 0 < first["p50"] < 2000
     assert 0 < result["final_latency_ms"]["p50"] < 2000
-    assert result["decode_ms"]["partial"]["n"] >= 3 and result["decode_ms"]["final"]["n"] == 1
+    decodes = result["decode_ms"]
+    # The final is either decoded after the end, or a speculative decode made during the end silence.
+    assert decodes["partial"]["n"] >= 3 and decodes["final"]["n"] + decodes["speculative"]["n"] >= 1
+    assert decodes["final"]["n"] <= 1
     assert isinstance(result["meets_target"], bool)
     assert result["per_utterance"][0]["clip"] == "alice"

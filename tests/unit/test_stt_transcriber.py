@@ -447,3 +447,51 @@ async def test_run_follows_capture_stopped_speech_ends_from_the_bus() -> None:
     queue.put_nowait(None)
     await asyncio.wait_for(runner, 5)
     await tr.aclose()
+
+
+def hangover(speaker: str, t0: float, seconds: float) -> list[ProcessedFrame]:
+    """Frames the VAD still counts as speech while it waits out its minimum silence (low score)."""
+    out = []
+    for i in range(round(seconds / 0.02)):
+        f = frame(speaker, t0 + i * 0.02, speech=True, value=1)
+        out.append(
+            ProcessedFrame(
+                frame=f.frame,
+                speech=True,
+                user_speech=True,
+                speech_probability=0.05,
+                bot_speaking=False,
+                apm_ok=True,
+                degraded=False,
+            )
+        )
+    return out
+
+
+def test_a_speculative_final_during_the_end_silence_is_the_final_when_no_speech_follows() -> None:
+    stt = ScriptedStt(words_by_length("what time is it"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    speech = timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0)
+    rig.feed(speech + hangover("alice", 101.2, 0.4))
+    speculative = [c for c in stt.calls if c[1]]
+    assert len(speculative) == 1 and not rig.of(TranscriptFinal)  # decoded early, not published yet
+    rig.feed([frame("alice", 101.6, speech=False)])  # the VAD declares the end
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
+    assert len([c for c in stt.calls if c[1]]) == 1  # no second final decode
+    assert final.at == pytest.approx(101.62)  # published at the end, with no decode after it
+    assert final.audio_end == pytest.approx(101.6)
+
+
+def test_speech_after_a_speculative_final_makes_it_stale() -> None:
+    stt = ScriptedStt(words_by_length("one two three four five six"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    first = timeline("alice", 100.0, silence_s=0.2, speech_s=0.6, tail_s=0.0)
+    more = [frame("alice", 101.0 + i * 0.02, speech=True, value=7) for i in range(30)]
+    rig.feed(first + hangover("alice", 100.8, 0.2) + more + hangover("alice", 101.6, 0.1))
+    rig.feed([frame("alice", 101.7, speech=False)])
+    (final,) = rig.of(TranscriptFinal)
+    finals = [c for c in stt.calls if c[1]]
+    # The pause's speculative decode was made, then thrown away: the final decodes all the audio.
+    assert len(finals) == 2 and finals[-1][0] > finals[0][0]
+    assert isinstance(final, TranscriptFinal) and final.text == "one two three four five six"
