@@ -279,12 +279,16 @@ def _field_in(message: str) -> str:
 
 
 def public_view(settings: Settings) -> dict[str, Any]:
-    """Non-secret settings keyed by environment variable; secrets only as ``set``/``unset``."""
+    """Non-secret settings keyed by environment variable (JSON-friendly); secrets only as ``set``/``unset``."""
     out: dict[str, Any] = {}
     for field in Settings.model_fields:
         value = getattr(settings, field)
         if field in SECRET_ENV:
             out[env_name(field)] = "set" if value is not None else "unset"
+        elif isinstance(value, Path):
+            out[env_name(field)] = str(value)
+        elif isinstance(value, tuple):
+            out[env_name(field)] = list(value)
         else:
             out[env_name(field)] = value
     return out

@@ -72,3 +72,26 @@ def test_check_config_bad_setting_exits_2(monkeypatch, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["error"]["code"] == "CONFIG_INVALID"
     assert data["error"]["setting"] == "OPENAB_RECEIVE_QUEUE_PACKETS"
+
+
+def test_action_settings_parse_lists_and_refuse_our_secrets_in_the_agent_env() -> None:
+    s = load_settings(
+        {
+            "OPENAB_ACTIONS_ENABLED": "true",
+            "OPENAB_OPERATOR_USER_ID": "42",
+            "OPENAB_ACP_AGENT_COMMAND": "claude-code-acp",
+            "OPENAB_TRUSTED_LISTENER_IDS": "1, 2",
+            "OPENAB_ACP_ENV_ALLOWLIST": "PATH,ANTHROPIC_API_KEY",
+            "OPENAB_DATABASE_URL": "postgresql+psycopg://u:hunter2@db/x",
+        }
+    )
+    assert s.trusted_listener_ids == (1, 2) and s.acp_env_allowlist == ("PATH", "ANTHROPIC_API_KEY")
+    view = public_view(s)
+    assert view["OPENAB_DATABASE_URL"] == "set" and "hunter2" not in json.dumps(view)
+    for bad in ("PATH,DISCORD_TOKEN", "OPENAI_API_KEY_FILE", "OPENAB_DATABASE_URL"):
+        with pytest.raises(ConfigError) as info:
+            load_settings({"OPENAB_ACP_ENV_ALLOWLIST": bad})
+        assert info.value.setting == "OPENAB_ACP_ENV_ALLOWLIST"
+    with pytest.raises(ConfigError) as missing:
+        load_settings({"OPENAB_ACTIONS_ENABLED": "true", "OPENAB_ACP_AGENT_COMMAND": "x"})
+    assert missing.value.setting == "OPENAB_OPERATOR_USER_ID"
