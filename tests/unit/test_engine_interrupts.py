@@ -17,7 +17,7 @@ from openab_voice.engine.state import DialogueState
 from openab_voice.errors import VoiceError
 from openab_voice.providers.speech import ToolCall, ToolSpec
 from openab_voice.testing.dialogue_fakes import FakeSpeechOutput, ScriptedReply
-from openab_voice.tools import ToolRegistry
+from openab_voice.tools import ToolContext, ToolRegistry
 from tests.fakes.dialogue_rig import Rig
 
 S1, S2, S3 = (
@@ -211,7 +211,7 @@ async def test_barge_in_during_a_tool_cancels_it() -> None:
     cancelled: list[bool] = []
 
     def registry(clock: FakeClock) -> ToolRegistry:
-        async def slow_lookup(arguments: dict[str, Any]) -> dict[str, Any]:
+        async def slow_lookup(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             try:
                 await clock.sleep(10.0)
             except asyncio.CancelledError:
