@@ -20,11 +20,13 @@ from openab_voice.actions.events import ActionChanged, ActionResultPosted, Agent
 from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, REJECT, button_id
+from openab_voice.actions.results import result_text
 from openab_voice.app import build_action_plane
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
+from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.store.records import ActionRecord
 from openab_voice.testing.emulator import EmulatorConfig
@@ -226,3 +228,28 @@ async def test_agent_crash_is_outcome_unknown_until_the_operator_reconciles(
     assert freed is not None and freed.state.value == "free"
     assert (await plane.broker.get(action.id)).status is JobStatus.OUTCOME_UNKNOWN  # type: ignore[union-attr]
     assert "not quarantined" in await h.command("reconcile", user_id=OPERATOR, action_id=action.id)
+
+
+async def test_long_results_are_split_or_attached_and_delivered(
+    rig: tuple[BotOnEmulator, ActionPlane],
+) -> None:
+    h, _ = rig
+    channel = DiscordControlChannel(h.bot)
+    long_output = "\n".join(f"line {i}: " + "x" * 60 for i in range(60))  # ~4,300 characters
+    text = result_text(action_id="a-1", goal="g", execution="succeeded", output=long_output)
+    assert len(text.parts) == 3 and text.attachment is None
+    sent = await channel.post_result(
+        channel_id=h.emulator.text_channel_id, parts=text.parts, attachment=text.attachment
+    )
+    posted = [m["content"] for m in h.emulator.messages()][-3:]
+    assert sent == 3 and posted == list(text.parts) and all(len(p) <= 2000 for p in posted)
+    huge = result_text(action_id="a-2", goal="g", execution="succeeded", output=long_output * 4)
+    assert len(huge.parts) == 1 and huge.attachment is not None
+    # Sent as a multipart upload (payload_json + the file), as discord.py does for files.
+    assert (
+        await channel.post_result(
+            channel_id=h.emulator.text_channel_id, parts=huge.parts, attachment=huge.attachment
+        )
+        == 1
+    )
+    assert h.emulator.messages()[-1]["content"].endswith("(full output attached)")
