@@ -8,7 +8,7 @@ need_apt=()
 # libopus: discord.py's Opus encoder/decoder load it with ctypes.
 ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0' || need_apt+=(libopus0)
 # PostgreSQL server: the store's tests run on SQLite and on a real PostgreSQL (tests/conftest.py starts
-# a throwaway cluster on loopback unless OPENAB_TEST_POSTGRES_URL names one).
+# a throwaway cluster on loopback unless TEST_POSTGRES_URL names one).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,7 +1,7 @@
 """Fixtures shared by every test directory: the job store's databases.
 
 ``db_url`` runs a test on SQLite (a file in ``tmp_path``) and on PostgreSQL, each time in a fresh,
-empty database (on PostgreSQL: a fresh schema). PostgreSQL is ``OPENAB_TEST_POSTGRES_URL`` (a
+empty database (on PostgreSQL: a fresh schema). PostgreSQL is ``TEST_POSTGRES_URL`` (a
 SQLAlchemy URL of a role that may create schemas; ``.ci/run`` sets it), or else one throwaway cluster
 per test session started with ``scripts/pg-test-cluster.sh``. Without PostgreSQL installed the
 postgresql tests fail, never skip.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from openab_voice.store.jobs import JobStore
     from openab_voice.store.records import NewAction
 
-POSTGRES_URL_ENV = "OPENAB_TEST_POSTGRES_URL"
+POSTGRES_URL_ENV = "TEST_POSTGRES_URL"
 CLUSTER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pg-test-cluster.sh"
 _NO_SERVER_STATUS = 3  # pg-test-cluster.sh: no PostgreSQL binaries
 

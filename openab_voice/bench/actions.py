@@ -9,7 +9,7 @@
   end before the next trial, so trials do not overlap.
 * ``store``: compare-and-set transitions through :class:`~openab_voice.store.jobs.JobStore`, one
   full lifecycle (create, deliver, confirm, start, succeed) per action, on SQLite (a file) and on
-  PostgreSQL (``--postgres-url``, ``OPENAB_TEST_POSTGRES_URL``, or a throwaway local cluster started
+  PostgreSQL (``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster started
   with ``scripts/pg-test-cluster.sh`` from a source checkout). A PostgreSQL that cannot be reached is
   reported as an error entry, never as a number.
 """
@@ -177,7 +177,7 @@ def _store_rate(url: str, transitions: int) -> dict[str, Any]:
 @contextlib.contextmanager
 def _postgres(url: str | None, scratch: Path) -> Iterator[str | dict[str, Any]]:
     """The PostgreSQL URL to measure, starting a throwaway cluster when none is given."""
-    url = url or os.environ.get("OPENAB_TEST_POSTGRES_URL")
+    url = url or os.environ.get("TEST_POSTGRES_URL")
     if url:
         yield url
         return
