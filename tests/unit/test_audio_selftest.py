@@ -55,3 +55,5 @@ def test_frontend_benchmark_reports_cpu_per_speaker() -> None:
     assert result["meets_target"] == (result["realtime_speakers_per_core"] >= 25)
     stages = result["stage_us_per_20ms_frame"]
     assert all(stages[k] is not None and stages[k] > 0 for k in ("opus_decode", "resample", "apm", "vad"))
+    assert result["aec_reference"] == "auto" and result["other_reference"]["aec_reference"] == "always"
+    assert result["other_reference"]["cpu_ms_per_speaker_per_audio_s"] > 0
