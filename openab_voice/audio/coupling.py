@@ -4,17 +4,23 @@ On Discord every speaker arrives as a separate stream, and most clients cancel e
 person wears headphones): their stream never contains the bot. Feeding such a stream to WebRTC AEC3
 together with the bot's playback does harm: with a loud render and no converged echo path, AEC3's
 suppressor treats the first ~0.7-0.9 s of a person talking over the bot as probable echo and removes
-it (measured through the emulator: barge-in ~1,000 ms with the reference fed, ~140 ms without), so
-interruptions come late and their first words are lost.
+it (measured through the emulator: barge-in ~1,000 ms with the reference fed, under 100 ms without),
+so interruptions come late and their first words are lost.
 
 So the render reference reaches a speaker's APM only once that speaker's *raw* capture has been seen
-to follow the render: while the bot plays, the raw capture is cross-correlated with the recent render
-(lags 0 .. the render window) every ``check_ms``; ``evidence`` windows out of the last ``of`` above
-``correlation`` mark the speaker as coupled, for the rest of the session (echo paths do not vanish).
-Echo scores high (0.4-0.97 with reverb, mostly above 0.8); a person's own voice scores 0.1-0.6 even
-against the same TTS voice, and a single window is never enough. Until a speaker is coupled the echo
-gate still judges every onset during playback (correlation with the render), so an echo-only stream
-that has not been recognised yet cannot interrupt either.
+to follow the render. While the bot plays, every ``check_ms`` the last ``window_ms`` of raw capture is
+cross-correlated with the render (lags 0 .. ``max_lag_ms``). An echo path shows up as the *same lag*
+window after window; a voice, even the bot's own TTS voice, peaks at scattered lags (measured on
+Piper speech: echo 0.5-0.93 at one lag ±1 sample; another utterance mostly 0.1-0.6, one window in 87
+at 0.72, never three at one lag). ``evidence`` windows at or above ``hit`` whose lags agree within
+``lag_tolerance_ms`` and span at least ``span_ms`` make the speaker coupled, for the rest of the
+session (echo paths do not vanish).
+
+Until then onsets during playback are still judged by the echo gate (raw correlation with the
+render). A strong window (``strong``), lag-consistent hits not yet sufficient, or an onset the gate
+found render-correlated make the speaker *suspected* for ``suspect_ms``: the gate then takes onsets
+for echo. After coupling, onsets stay suspected for ``converge_ms`` while AEC3 converges on the
+reference it has just started to get.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import collections
 
 import numpy as np
 
-from openab_voice.audio.echo_gate import dbfs, mean_square, peak_normalized_correlation
+from openab_voice.audio.echo_gate import dbfs, mean_square, peak_correlation
 from openab_voice.audio.resample import Chunk, Samples
 
 
@@ -36,11 +42,13 @@ class EchoCoupling:
         window_ms: raw capture compared per check.
         max_lag_ms: render history before the window (echo delay the check can find).
         check_ms: how often a check runs while the bot plays and the capture is not silent.
-        correlation / evidence / of: ``evidence`` checks out of the last ``of`` above ``correlation``.
+        hit / strong: correlation of a window that counts as evidence / that alone raises suspicion.
+        evidence / lag_tolerance_ms / span_ms / memory_ms: ``evidence`` hits within ``memory_ms``
+            whose lags agree within the tolerance and whose checks span ``span_ms`` couple the speaker.
         floor_dbfs: quieter raw capture is no evidence either way.
-        converge_ms: after coupling, AEC3 needs this long to converge on the reference it starts
-            getting; onsets meanwhile are still suspected echo.
-        always: couple from the start (the reference is always fed, as before this detector).
+        suspect_ms: how long a suspicion lasts.
+        converge_ms: after coupling, onsets stay suspected this long while AEC3 converges.
+        always: couple from the start (the reference is always fed).
     """
 
     def __init__(
@@ -51,31 +59,50 @@ class EchoCoupling:
         window_ms: int = 200,
         max_lag_ms: int = 400,
         check_ms: int = 50,
-        correlation: float = 0.7,
-        evidence: int = 2,
-        of: int = 20,
+        hit: float = 0.5,
+        strong: float = 0.8,
+        evidence: int = 3,
+        lag_tolerance_ms: float = 1.0,
+        span_ms: int = 200,
+        memory_ms: int = 1000,
         floor_dbfs: float = -55.0,
+        suspect_ms: int = 1000,
         converge_ms: int = 1000,
         always: bool = False,
     ) -> None:
-        self._chunk = chunk_samples
         chunk_ms = 1000.0 * chunk_samples / rate
         self._window_n = max(1, round(window_ms / chunk_ms))
         self._render_n = self._window_n + max(1, round(max_lag_ms / chunk_ms))
         self._check_n = max(1, round(check_ms / chunk_ms))
-        self._threshold = correlation
-        self._evidence = evidence
+        self._hit, self._strong, self._evidence = hit, strong, evidence
+        self._lag_tol = lag_tolerance_ms * rate / 1000.0
+        self._span_n = round(span_ms / chunk_ms)
+        self._memory_n = round(memory_ms / chunk_ms)
+        self._suspect_n = round(suspect_ms / chunk_ms)
+        self._converge_n = round(converge_ms / chunk_ms)
         self._floor_ms = 10.0 ** (floor_dbfs / 10.0)
         self._raw: collections.deque[Samples] = collections.deque(maxlen=self._window_n)
         self._ren: collections.deque[Samples] = collections.deque(maxlen=self._render_n)
         self._silent = np.zeros(chunk_samples, dtype=np.int16)
-        self._recent: collections.deque[bool] = collections.deque(maxlen=of)
+        self._hits: collections.deque[tuple[int, int]] = collections.deque()  # (chunk index, lag)
+        self._i = 0
         self._since_check = 0
-        self._rendered = 0  # chunks with an active render in the window
-        self._converge_n = max(0, round(converge_ms / chunk_ms))
-        self._since_coupled = self._converge_n
-        self.coupled = always
+        self._rendered = 0  # consecutive chunks with a render
+        self._suspect_until = -1
+        self._coupled_at: int | None = 0 if always else None
         self.last_correlation: float | None = None
+
+    @property
+    def coupled(self) -> bool:
+        """The APM gets this speaker's render reference."""
+        return self._coupled_at is not None
+
+    @property
+    def suspected(self) -> bool:
+        """Onsets during playback are probably echo (see the module docstring)."""
+        if self._coupled_at is not None:
+            return self._coupled_at > 0 and self._i - self._coupled_at < self._converge_n
+        return self._i < self._suspect_until or len(self._hits) >= 2 and self._agreeing()[0] >= 2
 
     def observe(self, raw: Samples, render: Chunk | None) -> bool:
         """Record one capture chunk and the render chunk paired with it.
@@ -83,11 +110,11 @@ class EchoCoupling:
         Returns:
             True exactly once: when this chunk made the speaker coupled.
         """
+        self._i += 1
         self._raw.append(raw)
         self._ren.append(render.samples if render is not None else self._silent)
         self._rendered = self._rendered + 1 if render is not None else 0
-        if self.coupled:
-            self._since_coupled += 1
+        if self._coupled_at is not None:
             return False
         self._since_check += 1
         if self._since_check < self._check_n or self._rendered < self._window_n:
@@ -97,36 +124,33 @@ class EchoCoupling:
         if mean_square(window) < self._floor_ms:
             return False  # silence (or a muted mic): says nothing about the echo path
         history = np.concatenate(self._ren).astype(np.float64)
-        corr = peak_normalized_correlation(window.astype(np.float64), history)
+        corr, lag = peak_correlation(window.astype(np.float64), history)
         self.last_correlation = round(corr, 3)
-        self._recent.append(corr >= self._threshold)
-        return self._decide()
-
-    def note_echo(self) -> bool:
-        """The echo gate found an onset of this speaker following the render: one more piece of evidence.
-
-        Returns:
-            True when it made the speaker coupled.
-        """
-        if self.coupled:
+        while self._hits and self._i - self._hits[0][0] > self._memory_n:
+            self._hits.popleft()
+        if corr >= self._strong:
+            self._suspect_until = self._i + self._suspect_n
+        if corr < self._hit:
             return False
-        self._recent.append(True)
-        return self._decide()
+        self._hits.append((self._i, lag))
+        count, span = self._agreeing()
+        if count >= self._evidence and span >= self._span_n:
+            self._coupled_at = self._i
+            return True
+        return False
 
-    def _decide(self) -> bool:
-        if sum(self._recent) < self._evidence:
-            return False
-        self.coupled = True
-        self._since_coupled = 0
-        return True
+    def note_echo(self) -> None:
+        """The echo gate found an onset of this speaker following the render: suspect echo for a while."""
+        if self._coupled_at is None:
+            self._suspect_until = self._i + self._suspect_n
 
-    @property
-    def suspected(self) -> bool:
-        """Onsets are probably echo: a recent check found the raw capture following the render but the
-        speaker is not coupled yet, or it was coupled so recently that AEC3 has not converged."""
-        if self.coupled:
-            return self._since_coupled < self._converge_n
-        return any(self._recent)
+    def _agreeing(self) -> tuple[int, int]:
+        """The largest group of recent hits at one lag: (how many, chunks between first and last)."""
+        best = (0, 0)
+        for _, lag in self._hits:
+            group = [i for i, other in self._hits if abs(other - lag) <= self._lag_tol]
+            best = max(best, (len(group), group[-1] - group[0]))
+        return best
 
     @property
     def raw_dbfs(self) -> float:

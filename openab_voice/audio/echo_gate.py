@@ -200,10 +200,16 @@ def peak_normalized_correlation(capture: npt.NDArray[np.float64], render: npt.ND
     history covers. Echo (direct path) scores high; another voice scores low (measured on Piper
     speech: echo 0.4-0.97 with up to 300 ms RT60, user speech 0.1-0.6 against the same voice).
     """
+    return peak_correlation(capture, render)[0]
+
+
+def peak_correlation(capture: npt.NDArray[np.float64], render: npt.NDArray[np.float64]) -> tuple[float, int]:
+    """:func:`peak_normalized_correlation` and the lag of the peak, in samples (how far the capture
+    trails the render): an echo path keeps its lag from one window to the next, a voice does not."""
     n, m = capture.size, render.size
     cap_energy = float(np.dot(capture, capture))
     if n == 0 or m < n or cap_energy <= 0.0:
-        return 0.0
+        return 0.0, 0
     size = 1 << (n + m - 1).bit_length()
     spectrum = np.fft.rfft(render, size) * np.conj(np.fft.rfft(capture, size))
     # full[j] = sum_t render[j + t] * capture[t], for render windows starting at j.
@@ -212,6 +218,8 @@ def peak_normalized_correlation(capture: npt.NDArray[np.float64], render: npt.ND
     window_energy = cumulative[n:] - cumulative[: m - n + 1]
     valid = window_energy > cap_energy * 1e-6
     if not valid.any():
-        return 0.0
-    corr = np.abs(full[valid]) / np.sqrt(window_energy[valid] * cap_energy)
-    return float(min(1.0, corr.max()))
+        return 0.0, 0
+    corr = np.zeros(full.size)
+    corr[valid] = np.abs(full[valid]) / np.sqrt(window_energy[valid] * cap_energy)
+    j = int(corr.argmax())
+    return float(min(1.0, corr[j])), (m - n) - j

@@ -265,8 +265,8 @@ class SpeakerPipeline:
             echo_suspected=self.coupling.suspected,
         )
         self.timings.record("gate", perf_ns() - t0)
-        if verdict.reason == "render_correlated" and self.coupling.note_echo():
-            self._coupled()
+        if verdict.reason == "render_correlated":
+            self.coupling.note_echo()
         if not initial and not verdict.accepted:
             return  # re-evaluations of a rejected onset are only reported when they flip
         self._emit_decision(verdict, audio_time)

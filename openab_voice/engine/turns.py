@@ -86,28 +86,47 @@ def addresses(text: str, wake_name: str) -> bool:
 
 def _prefix_joins_to(words: list[str], wake: str, *, rev: bool = False) -> bool:
     """True when some leading run of ``words`` (reversed runs when ``rev``) spells ``wake``, allowing
-    one wrong, missing or extra letter in names of four letters or more: the speech recognizer
-    often gets a name's vowel wrong ("Novo" for "Nova") while the rest of the sentence is right."""
+    one wrong, missing or extra letter in names of four letters or more, and two in names of six or
+    more that start with the same letter: the speech recognizer often gets a name's vowels wrong
+    ("Novo" for "Nova", "Jurtis" for "Jarvis") while the rest of the sentence is right."""
+    allowed = _tolerance(wake)
     joined = ""
     for word in words:
         joined = word + joined if rev else joined + word
-        if joined == wake or (len(wake) >= 4 and _within_one_edit(joined, wake)):
+        if joined == wake or _close(joined, wake, allowed):
             return True
-        if len(joined) > len(wake):
+        if len(joined) > len(wake) + allowed:
             return False
     return False
 
 
-def _within_one_edit(a: str, b: str) -> bool:
-    """Levenshtein distance of ``a`` and ``b`` is at most 1."""
-    if abs(len(a) - len(b)) > 1:
+def _close(heard: str, wake: str, allowed: int) -> bool:
+    if allowed and _edits(heard, wake, 1):
+        return True
+    # Two edits only as misheard letters (about the same length, same first letter), not as a longer
+    # word that merely starts with the name ("openable" is not "OpenAB").
+    return (
+        allowed == 2 and heard[:1] == wake[:1] and abs(len(heard) - len(wake)) <= 1 and _edits(heard, wake, 2)
+    )
+
+
+def _tolerance(wake: str) -> int:
+    return 2 if len(wake) >= 6 else 1 if len(wake) >= 4 else 0
+
+
+def _edits(a: str, b: str, limit: int) -> bool:
+    """Levenshtein distance of ``a`` and ``b`` is at most ``limit``."""
+    if abs(len(a) - len(b)) > limit:
         return False
-    if len(a) > len(b):
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    return a[i + (len(a) == len(b)) :] == b[i + 1 :]
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
 
 
 class TurnPolicy:

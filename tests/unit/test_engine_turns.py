@@ -100,4 +100,9 @@ def test_wake_name_tolerates_one_misrecognized_letter() -> None:
     assert addresses("what time is it, novah", "Nova")
     assert not addresses("No, stop. What is two plus two?", "Nova")  # two letters off: not the name
     assert not addresses("Noah, hi", "Nova")
+    # Six letters or more: two letters off, if the first one is right ("Jurtis" was heard for "Jarvis").
+    assert addresses("Jurtis, tell me about the Eiffel Tower.", "Jarvis")
+    assert addresses("Jardis tell me a story", "Jarvis")
+    assert not addresses("Parties, tell me about the Eiffel Tower.", "Jarvis")
+    assert not addresses("Juries are not the point", "Jarvis")
     assert addresses("max, stop", "Max") and not addresses("mac, stop", "Max")  # short names: exact only
