@@ -19,11 +19,11 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
 
-from openab_voice.actions.events import ActionChanged, ActionRequestRefused, ConfirmationRefused
+from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
 from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM, ControlChannel, DeliveryFailed, ProposalView, VoiceSide
+from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.errors import ActionError, StaleTransition
@@ -32,8 +32,6 @@ from openab_voice.store.records import ActionRecord, NewAction
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 SYSTEM = "system"
 
@@ -108,6 +106,7 @@ class ActionBroker:
         on_reconcile: Callable[[str], None],
     ) -> None:
         self._store = store
+        self._jobs = JobWriter(store, bus=bus, clock=clock)
         self._channel = channel
         self._voice = voice
         self._settings = settings
@@ -122,18 +121,14 @@ class ActionBroker:
     def settings(self) -> BrokerSettings:
         return self._settings
 
-    async def _db(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        # The store is synchronous (SQLAlchemy Core/ORM); keep the event loop free.
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> list[ActionRecord]:
         """Reconcile what a previous process left (running → outcome_unknown, stale proposals expire),
         then sweep expiries periodically. Returns the reconciled actions."""
-        changed = await self._db(self._store.reconcile_after_restart, actor="startup")
+        changed = await self._jobs.call(self._store.reconcile_after_restart, actor="startup")
         for record in changed:
-            self._changed(record, previous=None, actor="startup", reason="reconciled after restart")
+            self._jobs.changed(record, previous=None, actor="startup", reason="reconciled after restart")
         self._sweeper = asyncio.create_task(self._sweep(), name="action-expiry-sweep")
         return changed
 
@@ -154,7 +149,7 @@ class ActionBroker:
     async def expire_due(self) -> int:
         """Expire every proposal past its deadline; returns how many."""
         now = self._clock.wall()
-        waiting = await self._db(self._store.in_status, *AWAITING_CONFIRMATION)
+        waiting = await self._jobs.call(self._store.in_status, *AWAITING_CONFIRMATION)
         count = 0
         for record in waiting:
             if record.expires_at <= now and await self._expire(record, "not confirmed in time") is not None:
@@ -181,11 +176,11 @@ class ActionBroker:
             proposed_by=request.speaker_id or 0,
             expires_at=now + self._settings.expiry_s,
         )
-        record, created = await self._db(self._store.create, new)
+        record, created = await self._jobs.call(self._store.create, new)
         if not created:
             return _repeat(record)
-        self._changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
-        await self._db(
+        self._jobs.changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
+        await self._jobs.call(
             self._store.audit,
             "proposed",
             actor=str(request.speaker_id),
@@ -204,11 +199,11 @@ class ActionBroker:
         try:
             message_id = await self._channel.post_proposal(view)
         except DeliveryFailed as exc:
-            failed = await self._apply(
+            failed = await self._jobs.apply(
                 record, JobEvent.DELIVER_FAIL, SYSTEM, exc.message, error_code=exc.code
             )
             return Outcome(ok=False, message="the proposal could not be posted", action=failed, code=exc.code)
-        delivered = await self._apply(
+        delivered = await self._jobs.apply(
             record, JobEvent.DELIVER, SYSTEM, "posted and pinned", proposal_message_id=message_id
         )
         return Outcome(
@@ -237,7 +232,7 @@ class ActionBroker:
                 goal=request.goal,
             )
         )
-        await self._db(
+        await self._jobs.call(
             self._store.audit,
             "request_refused",
             actor="unattributed" if request.speaker_id is None else str(request.speaker_id),
@@ -249,7 +244,7 @@ class ActionBroker:
 
     async def click(self, *, decision: str, action_id: str, user_id: int, message_id: int | None) -> Outcome:
         """A Confirm / Reject button click in the control channel."""
-        record = await self._db(self._store.get, action_id)
+        record = await self._jobs.call(self._store.get, action_id)
         if record is None:
             return await self._refuse_click(action_id, user_id, "ACTION_UNKNOWN", "no such action")
         if user_id != self._settings.operator_user_id:
@@ -285,13 +280,8 @@ class ActionBroker:
     async def _confirm(self, record: ActionRecord, user_id: int) -> Outcome:
         clicked_at = self._clock.monotonic()
         ceiling = EffectCeiling(record.effect_hint)
-        if record.status is JobStatus.PROPOSED:
-            # Posted, but the DELIVER write lost a race with the click: record delivery first.
-            record = await self._apply(
-                record, JobEvent.DELIVER, SYSTEM, "confirmed before delivery was recorded"
-            )
         try:
-            confirmed = await self._apply(
+            confirmed = await self._jobs.apply(
                 record,
                 JobEvent.CONFIRM,
                 str(user_id),
@@ -309,7 +299,7 @@ class ActionBroker:
 
     async def _reject(self, record: ActionRecord, user_id: int) -> Outcome:
         try:
-            rejected = await self._apply(record, JobEvent.REJECT, str(user_id), "operator rejected")
+            rejected = await self._jobs.apply(record, JobEvent.REJECT, str(user_id), "operator rejected")
         except StaleTransition:
             return await self._refuse_click(
                 record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
@@ -323,11 +313,11 @@ class ActionBroker:
                 at=self._clock.monotonic(), action_id=action_id, user_id=str(user_id), code=code
             )
         )
-        await self._db(
+        await self._jobs.call(
             self._store.audit,
             "confirmation_refused",
             actor=str(user_id),
-            action_id=action_id if await self._db(self._store.get, action_id) else None,
+            action_id=action_id if await self._jobs.call(self._store.get, action_id) else None,
             detail={"code": code, "reason": why},
         )
         return Outcome(ok=False, message=f"Refused: {why}.", code=code)
@@ -335,14 +325,14 @@ class ActionBroker:
     # --- queries and cancel -----------------------------------------------------------------------
 
     async def get(self, action_id: str) -> ActionRecord | None:
-        return await self._db(self._store.get, action_id)
+        return await self._jobs.call(self._store.get, action_id)
 
     async def recent(self, guild_id: int, limit: int = 10) -> list[ActionRecord]:
-        return await self._db(self._store.recent, guild_id=guild_id, limit=limit)
+        return await self._jobs.call(self._store.recent, guild_id=guild_id, limit=limit)
 
     async def cancel(self, action_id: str, *, user_id: int | None) -> Outcome:
         """Cancel an action: by the operator or whoever proposed it (a voice cancel is attributed too)."""
-        record = await self._db(self._store.get, action_id)
+        record = await self._jobs.call(self._store.get, action_id)
         if record is None:
             return Outcome(ok=False, message="no such action", code="ACTION_UNKNOWN")
         if user_id is None or user_id not in (self._settings.operator_user_id, record.proposed_by):
@@ -360,7 +350,9 @@ class ActionBroker:
                 ok=False, message=f"it already {record.status}", code="ACTION_ALREADY_DECIDED", action=record
             )
         try:
-            cancelled = await self._apply(record, JobEvent.CANCEL, str(user_id), "cancelled before it ran")
+            cancelled = await self._jobs.apply(
+                record, JobEvent.CANCEL, str(user_id), "cancelled before it ran"
+            )
         except StaleTransition:
             return Outcome(ok=False, message="it changed meanwhile; try again", code="STORE_CONFLICT")
         await self._close(cancelled, f"Cancelled by <@{user_id}>.")
@@ -373,10 +365,12 @@ class ActionBroker:
             return await self._refuse_click(
                 action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can reconcile a workspace"
             )
-        record = await self._db(self._store.get, action_id)
+        record = await self._jobs.call(self._store.get, action_id)
         if record is None or record.workspace_id is None:
             return Outcome(ok=False, message="no workspace for that action", code="ACTION_UNKNOWN")
-        freed = await self._db(self._store.reconcile_workspace, record.workspace_id, actor=str(user_id))
+        freed = await self._jobs.call(
+            self._store.reconcile_workspace, record.workspace_id, actor=str(user_id)
+        )
         if not freed:
             return Outcome(
                 ok=False, message="its workspace is not quarantined", code="ACTION_NOT_QUARANTINED"
@@ -390,7 +384,7 @@ class ActionBroker:
 
     async def _expire(self, record: ActionRecord, reason: str) -> ActionRecord | None:
         try:
-            expired = await self._apply(record, JobEvent.EXPIRE, SYSTEM, reason)
+            expired = await self._jobs.apply(record, JobEvent.EXPIRE, SYSTEM, reason)
         except (StaleTransition, ActionError):
             return None  # decided meanwhile
         await self._close(expired, f"Expired: {reason}.")
@@ -405,36 +399,6 @@ class ActionBroker:
             )
         except DeliveryFailed:
             log.warning("could not update the proposal message of %s", record.id)
-
-    async def _apply(
-        self, record: ActionRecord, event: JobEvent, actor: str, reason: str, **fields: Any
-    ) -> ActionRecord:
-        updated = await self._db(
-            self._store.apply,
-            record.id,
-            event,
-            actor=actor,
-            reason=reason,
-            expected_version=record.version,
-            **fields,
-        )
-        self._changed(updated, previous=record.status, actor=actor, reason=reason)
-        return updated
-
-    def _changed(self, record: ActionRecord, *, previous: JobStatus | None, actor: str, reason: str) -> None:
-        self._bus.publish(
-            ActionChanged(
-                at=self._clock.monotonic(),
-                action_id=record.id,
-                status=record.status.value,
-                previous=None if previous is None else previous.value,
-                actor=actor,
-                reason=reason,
-                goal=record.goal,
-                proposed_by=str(record.proposed_by),
-                effect_ceiling=record.effect_ceiling,
-            )
-        )
 
 
 def _repeat(record: ActionRecord) -> Outcome:

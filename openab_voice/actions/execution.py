@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from openab_voice.acp.driver import AgentRun
 from openab_voice.acp.types import (
@@ -30,7 +30,6 @@ from openab_voice.acp.types import (
 )
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.events import (
-    ActionChanged,
     ActionResultPosted,
     AgentProcessStarted,
     AgentPromptSent,
@@ -39,6 +38,7 @@ from openab_voice.actions.events import (
 from openab_voice.actions.jobs import EffectCeiling, JobEvent
 from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
 from openab_voice.actions.results import result_text, spoken_status
+from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.errors import OpenabError, StaleTransition
@@ -47,8 +47,6 @@ from openab_voice.store.records import ActionRecord
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _EVENT_FOR = {
     ExecutionOutcome.SUCCEEDED: JobEvent.SUCCEED,
@@ -85,6 +83,7 @@ class ActionExecutor:
         clock: Clock,
     ) -> None:
         self._store = store
+        self._jobs = JobWriter(store, bus=bus, clock=clock)
         self._workspaces = workspaces
         self._channel = channel
         self._voice = voice
@@ -94,9 +93,6 @@ class ActionExecutor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._runs: dict[str, AgentRun] = {}
         self._closed = False
-
-    async def _db(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(fn, *args, **kwargs)
 
     @property
     def running(self) -> list[str]:
@@ -152,23 +148,23 @@ class ActionExecutor:
         except OpenabError as exc:
             await self._finish_unstarted(record, exc.code, exc.message)
             return
-        taken = await self._db(
+        taken = await self._jobs.call(
             self._store.acquire_workspace, workspace.id, path=str(workspace.path), action_id=record.id
         )
         if not taken:
             await self._finish_unstarted(record, "ACP_WORKSPACE_BUSY", "another action holds this workspace")
             return
         if self._closed:
-            await self._db(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
             return
         try:
-            running = await self._transition(
+            running = await self._jobs.apply(
                 record, JobEvent.START, "system", "agent starting", workspace_id=workspace.id
             )
         except StaleTransition:
             # Cancelled between the confirmation and now: nothing ran; give the workspace back.
-            await self._db(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._workspaces.cleanup(workspace)
             return
         completion = await self._run_agent(running, workspace, confirmed_at)
@@ -219,7 +215,7 @@ class ActionExecutor:
 
     async def _settle(self, record: ActionRecord, workspace: Workspace, completion: TurnCompletion) -> None:
         event = _EVENT_FOR[completion.execution]
-        final = await self._transition(
+        final = await self._jobs.apply(
             record,
             event,
             "agent",
@@ -230,18 +226,18 @@ class ActionExecutor:
             detail=completion.detail,
         )
         if completion.quarantined:
-            await self._db(
+            await self._jobs.call(
                 self._store.quarantine_workspace, workspace.id, action_id=record.id, reason=completion.detail
             )
             await asyncio.to_thread(self._workspaces.quarantine, workspace, completion.detail)
         else:
-            await self._db(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
         await self._deliver(final, completion)
 
     async def _finish_unstarted(self, record: ActionRecord, code: str, why: str) -> None:
         """Nothing was spawned: ``confirmed → failed`` with the reason, and say so in text."""
         try:
-            final = await self._transition(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
+            final = await self._jobs.apply(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
         except StaleTransition:
             return  # cancelled meanwhile: that stands, and nothing ran
 
@@ -274,7 +270,7 @@ class ActionExecutor:
         except DeliveryFailed:
             count, delivery = 0, DeliveryOutcome.FAILED
         # The delivery outcome is recorded beside the execution outcome, never instead of it.
-        await self._db(
+        await self._jobs.call(
             self._store.update, record.id, expected_version=record.version, delivery_outcome=delivery.value
         )
         self._bus.publish(
@@ -294,33 +290,6 @@ class ActionExecutor:
             execution=completion.execution.value, output=completion.output, all_trusted=trusted
         )
         await self._voice.say(record.guild_id, speech)
-
-    async def _transition(
-        self, record: ActionRecord, event: JobEvent, actor: str, reason: str, **fields: Any
-    ) -> ActionRecord:
-        updated = await self._db(
-            self._store.apply,
-            record.id,
-            event,
-            actor=actor,
-            reason=reason,
-            expected_version=record.version,
-            **fields,
-        )
-        self._bus.publish(
-            ActionChanged(
-                at=self._clock.monotonic(),
-                action_id=record.id,
-                status=updated.status.value,
-                previous=record.status.value,
-                actor=actor,
-                reason=reason[:200],
-                goal=updated.goal,
-                proposed_by=str(updated.proposed_by),
-                effect_ceiling=updated.effect_ceiling,
-            )
-        )
-        return updated
 
 
 def _decision_dict(decision: PermissionDecision) -> dict[str, Any]:
