@@ -42,7 +42,8 @@ from openab_voice.engine.events import (
     TranscriptPartial,
 )
 from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.transcriber import DecodeJob, Transcriber, TranscriberSettings
+from openab_voice.engine.transcriber import Transcriber
+from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 from openab_voice.providers.speech_registry import SttConfig
 from openab_voice.providers.stt_faster_whisper import create

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
-from openab_voice.engine.transcriber import TranscriberSettings
+from openab_voice.engine.utterances import TranscriberSettings
 from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
 
 

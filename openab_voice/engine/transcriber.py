@@ -26,11 +26,9 @@ returns the :class:`DecodeJob` s to start, so tests and the benchmark drive it o
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import logging
 from collections.abc import AsyncIterable
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -47,104 +45,14 @@ from openab_voice.engine.events import (
     TranscriptPartial,
 )
 from openab_voice.engine.stability import StabilityFilter, normalize_words
-from openab_voice.errors import AudioError, ConfigError, OpenabError
+from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
+from openab_voice.errors import AudioError, OpenabError
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 
 log = logging.getLogger(__name__)
 
 _END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
 _EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriberSettings:
-    """Streaming transcription tunables.
-
-    Attributes:
-        partial_interval_ms: new audio between partial decodes once something is stable.
-        initial_partial_interval_ms: the same until the first stable partial (faster first result).
-        stable_agreement: consecutive hypotheses whose common word prefix becomes stable.
-        pre_roll_ms: audio kept from before the speech onset. Generous, because the echo gate can
-            accept a barge-in a few hundred ms after it began, and the first word is often the wake name.
-        min_confidence: finals below this confidence (exp of the mean token log-probability) are
-            discarded; partials are not filtered (the first decodes score low even when right).
-        max_no_speech_prob: finals the model judges silence above this probability are discarded.
-        max_utterance_s: an utterance is cut (final decode) at this length; Whisper's window is 30 s.
-        max_concurrent_decodes: decodes in flight across all speakers.
-        close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
-        speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
-            an utterance (the VAD is still waiting out its minimum silence), the final decode runs
-            speculatively; if the utterance then ends with no speech in between, that decode is the
-            final, published the moment the VAD declares the end instead of a decode later. 0: off.
-        speculate_below: the VAD score under which a frame counts as quiet for speculation.
-    """
-
-    partial_interval_ms: int = 300
-    initial_partial_interval_ms: int = 200
-    stable_agreement: int = 2
-    pre_roll_ms: int = 800
-    min_confidence: float = 0.35
-    max_no_speech_prob: float = 0.6
-    max_utterance_s: float = 30.0
-    max_concurrent_decodes: int = 1
-    close_timeout_s: float = 5.0
-    speculate_after_ms: int = 150
-    speculate_below: float = 0.35
-
-    def __post_init__(self) -> None:
-        if min(self.partial_interval_ms, self.initial_partial_interval_ms) < 20:
-            raise ConfigError("partial intervals must be at least 20 ms", setting="partial_interval_ms")
-        if self.stable_agreement < 2 or self.max_concurrent_decodes < 1:
-            raise ConfigError("need stable_agreement >= 2 and a decode slot", setting="stable_agreement")
-        if not 0 < self.max_utterance_s <= 30 or self.pre_roll_ms < 0:
-            raise ConfigError("max_utterance_s must be in (0, 30]", setting="max_utterance_s")
-
-
-@dataclass(slots=True, eq=False)
-class _Utterance:
-    id: str
-    speaker_id: str
-    audio_start: float
-    chunks: list[npt.NDArray[np.int16]]
-    samples: int
-    pre_roll: int
-    audio_end: float
-    stability: StabilityFilter
-    decoded_at: int = 0  # speech samples (after the pre-roll) at the last partial decode
-    partials: int = 0
-    concluded: bool = False
-    first_stable: bool = False
-    quiet_since: float | None = None  # start of the current run of quiet frames
-    spec_quiet: float | None = None  # the quiet run a speculative final was decoded in
-    spec: Hypothesis | None = None  # its result, valid while that quiet run lasts
-
-    @property
-    def speculated(self) -> bool:
-        """A speculative final exists for the quiet run still going on (no speech since)."""
-        return self.spec is not None and self.spec_quiet is not None and self.spec_quiet == self.quiet_since
-
-
-@dataclass(slots=True)
-class _Speaker:
-    pre_roll: collections.deque[npt.NDArray[np.int16]] = field(default_factory=collections.deque)
-    pre_roll_samples: int = 0
-    current: _Utterance | None = None
-    finishing: collections.deque[_Utterance] = field(default_factory=collections.deque)
-    busy: bool = False
-    end_at: float | None = None  # speech ended without a silent frame following (capture stopped)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DecodeJob:
-    """One decode to run: ``stt.transcribe(samples, final=final)`` then :meth:`Transcriber.complete`."""
-
-    speaker_id: str
-    utterance_id: str
-    samples: npt.NDArray[np.int16]
-    final: bool
-    audio_end: float
-    speculative: bool = False
-    _utterance: _Utterance = field(repr=False)
 
 
 class Transcriber:
@@ -174,7 +82,7 @@ class Transcriber:
         self._session = session_id
         self._rate = stt.capabilities.sample_rate
         self._streaming = stt.capabilities.streaming
-        self._speakers: dict[str, _Speaker] = {}
+        self._speakers: dict[str, SpeakerState] = {}
         self._ids = itertools.count(1)
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -274,25 +182,25 @@ class Transcriber:
 
     # --- utterance lifecycle --------------------------------------------------------------------
 
-    def _speaker(self, speaker_id: str) -> _Speaker:
+    def _speaker(self, speaker_id: str) -> SpeakerState:
         speaker = self._speakers.get(speaker_id)
         if speaker is None:
-            speaker = self._speakers[speaker_id] = _Speaker()
+            speaker = self._speakers[speaker_id] = SpeakerState()
         return speaker
 
-    def _keep_pre_roll(self, speaker: _Speaker, samples: npt.NDArray[np.int16]) -> None:
+    def _keep_pre_roll(self, speaker: SpeakerState, samples: npt.NDArray[np.int16]) -> None:
         speaker.pre_roll.append(samples)
         speaker.pre_roll_samples += samples.size
         keep = self.settings.pre_roll_ms * self._rate // 1000
         while speaker.pre_roll and speaker.pre_roll_samples - speaker.pre_roll[0].size >= keep:
             speaker.pre_roll_samples -= speaker.pre_roll.popleft().size
 
-    def _begin(self, speaker_id: str, speaker: _Speaker, start: float) -> _Utterance:
+    def _begin(self, speaker_id: str, speaker: SpeakerState, start: float) -> Utterance:
         keep = self.settings.pre_roll_ms * self._rate // 1000
         pre = np.concatenate(speaker.pre_roll)[-keep:] if speaker.pre_roll and keep else _EMPTY
         speaker.pre_roll.clear()
         speaker.pre_roll_samples = 0
-        return _Utterance(
+        return Utterance(
             id=f"{speaker_id}:{next(self._ids)}",
             speaker_id=speaker_id,
             audio_start=start,
@@ -303,13 +211,13 @@ class Transcriber:
             stability=StabilityFilter(self.settings.stable_agreement),
         )
 
-    def _end(self, speaker: _Speaker) -> None:
+    def _end(self, speaker: SpeakerState) -> None:
         speaker.end_at = None
         if speaker.current is not None:
             speaker.finishing.append(speaker.current)
             speaker.current = None
 
-    def _partial(self, utt: _Utterance, hyp: Hypothesis, audio_end: float) -> None:
+    def _partial(self, utt: Utterance, hyp: Hypothesis, audio_end: float) -> None:
         # No confidence floor here: the first decodes of an utterance score low even when right
         # ("Hello?" at 0.19 on 0.5 s of audio); agreement between hypotheses is the guard.
         if not normalize_words(hyp.text):
@@ -331,7 +239,7 @@ class Transcriber:
                 )
             )
 
-    def _finish(self, utt: _Utterance, hyp: Hypothesis) -> None:
+    def _finish(self, utt: Utterance, hyp: Hypothesis) -> None:
         text, s = hyp.text.strip(), self.settings
         if not text:
             reason = "empty"
@@ -376,11 +284,11 @@ class Transcriber:
         if job.final:
             self._discard(job._utterance, "stt_error")
 
-    def _discard_all(self, speaker: _Speaker, reason: str) -> None:
+    def _discard_all(self, speaker: SpeakerState, reason: str) -> None:
         for utt in (*speaker.finishing, *((speaker.current,) if speaker.current else ())):
             self._discard(utt, reason)
 
-    def _discard(self, utt: _Utterance, reason: str, text: str = "") -> None:
+    def _discard(self, utt: Utterance, reason: str, text: str = "") -> None:
         if utt.concluded:
             return
         utt.concluded = True
@@ -395,7 +303,7 @@ class Transcriber:
             )
         )
 
-    def _publish_partial(self, utt: _Utterance, text: str, *, stable: bool, audio_end: float) -> None:
+    def _publish_partial(self, utt: Utterance, text: str, *, stable: bool, audio_end: float) -> None:
         utt.partials += 1
         self._bus.publish(
             TranscriptPartial(
@@ -471,7 +379,7 @@ class Transcriber:
         best.decoded_at = best.samples - best.pre_roll
         return self._job(best, final=False)
 
-    def _job(self, utt: _Utterance, *, final: bool, speculative: bool = False) -> DecodeJob:
+    def _job(self, utt: Utterance, *, final: bool, speculative: bool = False) -> DecodeJob:
         samples = np.concatenate(utt.chunks)
         utt.chunks = [samples]  # one contiguous buffer; later frames append to it
         return DecodeJob(

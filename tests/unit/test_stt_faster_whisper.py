@@ -22,7 +22,8 @@ from openab_voice.engine.events import (
     TranscriptPartial,
 )
 from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.transcriber import DecodeJob, Transcriber
+from openab_voice.engine.transcriber import Transcriber
+from openab_voice.engine.utterances import DecodeJob
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.speech import SpeechToText
 from openab_voice.providers.speech_registry import SttConfig

@@ -23,13 +23,9 @@ from openab_voice.engine.events import (
     TranscriptFinal,
     TranscriptPartial,
 )
-from openab_voice.engine.transcriber import (
-    DecodeJob,
-    StabilityFilter,
-    Transcriber,
-    TranscriberSettings,
-    normalize_words,
-)
+from openab_voice.engine.stability import StabilityFilter, normalize_words
+from openab_voice.engine.transcriber import Transcriber
+from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
 from openab_voice.errors import AudioError, ConfigError
 from openab_voice.providers.speech import Hypothesis, SttCapabilities
 
