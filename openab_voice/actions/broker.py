@@ -199,13 +199,22 @@ class ActionBroker:
         try:
             message_id = await self._channel.post_proposal(view)
         except DeliveryFailed as exc:
-            failed = await self._jobs.apply(
-                record, JobEvent.DELIVER_FAIL, SYSTEM, exc.message, error_code=exc.code
-            )
+            try:
+                failed = await self._jobs.apply(
+                    record, JobEvent.DELIVER_FAIL, SYSTEM, exc.message, error_code=exc.code
+                )
+            except StaleTransition:  # cancelled while it was being posted: that stands
+                failed = await self._jobs.call(self._store.require, record.id)
             return Outcome(ok=False, message="the proposal could not be posted", action=failed, code=exc.code)
-        delivered = await self._jobs.apply(
-            record, JobEvent.DELIVER, SYSTEM, "posted and pinned", proposal_message_id=message_id
-        )
+        try:
+            delivered = await self._jobs.apply(
+                record, JobEvent.DELIVER, SYSTEM, "posted and pinned", proposal_message_id=message_id
+            )
+        except StaleTransition:
+            # Cancelled while it was being posted: the message stays, without its buttons.
+            current = await self._jobs.call(self._store.require, record.id)
+            await self._close_message(record.text_channel_id, message_id, f"Already {current.status}.")
+            return _repeat(current)
         return Outcome(
             ok=True, message="awaiting the operator's confirmation", action=delivered, created=True
         )
@@ -391,14 +400,14 @@ class ActionBroker:
         return expired
 
     async def _close(self, record: ActionRecord, note: str) -> None:
-        if record.proposal_message_id is None:
-            return
+        if record.proposal_message_id is not None:
+            await self._close_message(record.text_channel_id, record.proposal_message_id, note)
+
+    async def _close_message(self, channel_id: int, message_id: int, note: str) -> None:
         try:
-            await self._channel.close_proposal(
-                channel_id=record.text_channel_id, message_id=record.proposal_message_id, note=note
-            )
+            await self._channel.close_proposal(channel_id=channel_id, message_id=message_id, note=note)
         except DeliveryFailed:
-            log.warning("could not update the proposal message of %s", record.id)
+            log.warning("could not update proposal message %s", message_id)
 
 
 def _repeat(record: ActionRecord) -> Outcome:

@@ -79,3 +79,22 @@ async def test_click_before_the_pin_succeeds_leaves_a_consistent_action(db_url: 
         else:
             assert record.status is JobStatus.DELIVERED
             assert rig.published(AgentProcessStarted) == []
+
+
+async def test_a_cancel_while_the_proposal_is_being_posted_stands(db_url: str, tmp_path: Path) -> None:
+    async with plane_rig(db_url, tmp_path, clock=SystemClock()) as rig:
+        cancels: list[Outcome] = []
+
+        async def operator_cancels(view: ProposalView, message_id: int) -> None:
+            cancels.append(await rig.broker.cancel(view.action_id, user_id=OPERATOR))
+
+        rig.channel.after_post = operator_cancels
+        proposal = await rig.broker.propose(request())
+
+        assert [c.ok for c in cancels] == [True]
+        assert not proposal.ok and proposal.code == "ACTION_ALREADY_DECIDED"
+        [record] = rig.store.recent()
+        assert record.status is JobStatus.CANCELLED
+        # The posted message loses its buttons: nobody can confirm a cancelled action from it.
+        closed = rig.log.of("close_proposal")
+        assert [c.data["message_id"] for c in closed] == [rig.channel.message_ids[record.id]]
