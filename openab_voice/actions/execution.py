@@ -152,10 +152,12 @@ class ActionExecutor:
             self._store.acquire_workspace, workspace.id, path=str(workspace.path), action_id=record.id
         )
         if not taken:
+            await self._workspaces.cleanup(workspace)  # this action's fresh tree, never used
             await self._finish_unstarted(record, "ACP_WORKSPACE_BUSY", "another action holds this workspace")
             return
         if self._closed:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
+            await self._workspaces.cleanup(workspace)
             await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
             return
         try:
@@ -210,6 +212,19 @@ class ActionExecutor:
         self._runs[record.id] = run
         try:
             return await run.run()
+        except Exception as exc:  # a driver bug after the job was marked running: nobody knows what ran
+            log.exception("agent run of %s failed", record.id)
+            return TurnCompletion(
+                action_id=record.id,
+                execution=ExecutionOutcome.OUTCOME_UNKNOWN,
+                stop_reason=None,
+                output="",
+                error_code="ACP_DRIVER_ERROR",
+                detail=f"{type(exc).__name__}: {exc}"[:300],
+                prompt_sent=True,
+                permission_decisions=(),
+                quarantined=True,
+            )
         finally:
             self._runs.pop(record.id, None)
 
