@@ -12,10 +12,10 @@ from typing import Protocol
 import aiohttp
 
 from openab_voice.acp.workspace import WorkspaceManager
-from openab_voice.actions.broker import BrokerSettings
 from openab_voice.actions.execution import AgentSettings, workspace_root
 from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.plane import ActionPlane
+from openab_voice.actions.requests import BrokerSettings
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus

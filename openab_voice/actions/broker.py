@@ -18,11 +18,11 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
 from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM, ControlChannel, DeliveryFailed, ProposalView, VoiceSide
+from openab_voice.actions.requests import ActionRequest, BrokerSettings, Outcome, repeat_outcome
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
@@ -34,47 +34,6 @@ log = logging.getLogger(__name__)
 
 
 SYSTEM = "system"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerSettings:
-    """Policy fixed at start-up."""
-
-    operator_user_id: int
-    expiry_s: float = 300.0
-    max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
-    sweep_interval_s: float = 5.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ActionRequest:
-    """A proposal as it reaches the broker.
-
-    ``goal`` and ``effect_hint`` come from the model or the transcript (untrusted); everything else
-    from the bot's own state. ``call_id`` is the provider's id for the call (or the utterance id for
-    the task phrase): the idempotency key.
-    """
-
-    goal: str
-    effect_hint: EffectCeiling
-    call_id: str
-    source: str  # "tool" or "phrase"
-    guild_id: int
-    voice_channel_id: int | None
-    text_channel_id: int
-    session_generation: int
-    speaker_id: int | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
-    """What a request, click or cancel led to. ``code`` is set when it was refused."""
-
-    ok: bool
-    message: str
-    action: ActionRecord | None = None
-    code: str | None = None
-    created: bool = False
 
 
 class ActionBroker:
@@ -178,7 +137,7 @@ class ActionBroker:
         )
         record, created = await self._jobs.call(self._store.create, new)
         if not created:
-            return _repeat(record)
+            return repeat_outcome(record)
         self._jobs.changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
         await self._jobs.call(
             self._store.audit,
@@ -214,7 +173,7 @@ class ActionBroker:
             # Cancelled while it was being posted: the message stays, without its buttons.
             current = await self._jobs.call(self._store.require, record.id)
             await self._close_message(record.text_channel_id, message_id, f"Already {current.status}.")
-            return _repeat(current)
+            return repeat_outcome(current)
         return Outcome(
             ok=True, message="awaiting the operator's confirmation", action=delivered, created=True
         )
@@ -408,19 +367,3 @@ class ActionBroker:
             await self._channel.close_proposal(channel_id=channel_id, message_id=message_id, note=note)
         except DeliveryFailed:
             log.warning("could not update proposal message %s", message_id)
-
-
-def _repeat(record: ActionRecord) -> Outcome:
-    """The answer to a request whose idempotency key already has an action: its real state."""
-    if record.status is JobStatus.DELIVERY_FAILED:
-        return Outcome(
-            ok=False, message="the proposal could not be posted", action=record, code="ACTION_DELIVERY_FAILED"
-        )
-    if record.status.terminal:
-        return Outcome(
-            ok=False,
-            message=f"that request already ended: {record.status}",
-            action=record,
-            code="ACTION_ALREADY_DECIDED",
-        )
-    return Outcome(ok=True, message=f"already proposed ({record.status})", action=record)

@@ -12,9 +12,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from openab_voice.actions.broker import ActionBroker, ActionRequest, Outcome
+from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.phrases import task_goal
+from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.engine.events import TranscriptFinal

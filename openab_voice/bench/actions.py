@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openab_voice.actions.broker import ActionRequest
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.jobs import EffectCeiling, JobEvent
 from openab_voice.actions.ports import CONFIRM, button_id
+from openab_voice.actions.requests import ActionRequest
 from openab_voice.app import build_action_plane
 from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus

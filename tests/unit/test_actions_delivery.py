@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from openab_voice.actions.broker import Outcome
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import CONFIRM, ProposalView
+from openab_voice.actions.requests import Outcome
 from openab_voice.clock import SystemClock
 from tests.fakes.actions import OPERATOR, CallLog, FakeControlChannel, PlaneRig, plane_rig, request
 

@@ -1,0 +1,68 @@
+"""What goes into the broker and what comes out: policy, requests, outcomes.
+
+Plain data shared by the broker and its callers (the semantic tools, the task phrase, the bench).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from openab_voice.actions.jobs import EffectCeiling, JobStatus
+from openab_voice.store.records import ActionRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerSettings:
+    """Policy fixed at start-up."""
+
+    operator_user_id: int
+    expiry_s: float = 300.0
+    max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
+    sweep_interval_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionRequest:
+    """A proposal as it reaches the broker.
+
+    ``goal`` and ``effect_hint`` come from the model or the transcript (untrusted); everything else
+    from the bot's own state. ``call_id`` is the provider's id for the call (or the utterance id for
+    the task phrase): the idempotency key.
+    """
+
+    goal: str
+    effect_hint: EffectCeiling
+    call_id: str
+    source: str  # "tool" or "phrase"
+    guild_id: int
+    voice_channel_id: int | None
+    text_channel_id: int
+    session_generation: int
+    speaker_id: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What a request, click or cancel led to. ``code`` is set when it was refused."""
+
+    ok: bool
+    message: str
+    action: ActionRecord | None = None
+    code: str | None = None
+    created: bool = False
+
+
+def repeat_outcome(record: ActionRecord) -> Outcome:
+    """The answer to a request whose idempotency key already has an action: its real state."""
+    if record.status is JobStatus.DELIVERY_FAILED:
+        return Outcome(
+            ok=False, message="the proposal could not be posted", action=record, code="ACTION_DELIVERY_FAILED"
+        )
+    if record.status.terminal:
+        return Outcome(
+            ok=False,
+            message=f"that request already ended: {record.status}",
+            action=record,
+            code="ACTION_ALREADY_DECIDED",
+        )
+    return Outcome(ok=True, message=f"already proposed ({record.status})", action=record)
