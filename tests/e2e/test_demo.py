@@ -76,6 +76,18 @@ async def test_bundled_scenario_holds_a_conversation(tmp_path: Path) -> None:
     assert {"listening", "thinking", "speaking"} <= set(states)
     assert report["metrics"]["first_stable_partial_ms"] and report["metrics"]["eou_to_first_audio_ms"]
     assert report["bot_audio_ms"] > 3000  # greeting plus at least one spoken answer
+    # The spoken task: proposed by alice (the operator), pinned, confirmed by her click, run by the
+    # scripted ACP agent, the result posted as text and only the status spoken.
+    [action] = report["actions"]
+    assert action["status"] == "succeeded" and action["proposed_by"] == "1001"
+    assert "workspace" in action["goal"].lower() and action["effect_ceiling"] == "workspace_write"
+    assert [d["option_kind"] for d in action["permission_decisions"]] == ["allow_once"]
+    channel = report["text_channel"]
+    [proposal] = [m for m in channel if action["id"] in m["content"] and "proposal" in m["content"]]
+    assert proposal["pinned"] and proposal["components"] == [] and "Confirmed by" in proposal["content"]
+    assert any(f"Action `{action['id']}` succeeded" in m["content"] for m in channel)
+    spoken = [u["spoken_text"] for u in report["bot_utterances"]]
+    assert "The task is done. The result is in the text channel." in spoken
 
 
 def test_bad_scenarios_are_structured_errors(tmp_path: Path) -> None:
@@ -93,6 +105,16 @@ def test_bad_scenarios_are_structured_errors(tmp_path: Path) -> None:
         load_scenario(path)
     assert info.value.code == "SCENARIO_FILE_MISSING"
     assert main(["demo", "--scenario", str(tmp_path / "missing.json")]) == 1
+    speakers = [{"id": "1", "name": "a"}]
+    for bad, where in (
+        ({"speakers": speakers, "events": [{"at": 1, "click": "confirm", "by": "1"}]}, "operator"),
+        ({"speakers": speakers, "operator": "2"}, "operator"),
+        ({"speakers": speakers, "events": [{"at": 1, "slash": "voice dance", "by": "1"}]}, "slash"),
+        ({"speakers": speakers, "operator": "1", "events": [{"at": 1, "click": "confirm", "by": "9"}]}, "by"),
+    ):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(EmulatorError, match=where):
+            load_scenario(path)
 
 
 def test_bundled_default_scenario_is_valid() -> None:
