@@ -22,7 +22,7 @@ from openab_voice.engine.events import TranscriptFinal
 
 log = logging.getLogger(__name__)
 
-ACK_PROPOSED = "I posted the task in the text channel. It runs once the operator confirms it there."
+ACK_PROPOSED = "The task is in the text channel, waiting for confirmation."  # short: it is spoken
 ACK_REFUSED = {
     "ACTION_NOT_OPERATOR": "Only the operator can ask me for tasks.",
     "ACTION_DELIVERY_FAILED": "I could not post the task to the text channel, so it will not run.",

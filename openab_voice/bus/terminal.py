@@ -5,6 +5,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from openab_voice.actions.events import (
+    ActionChanged,
+    ActionRequestRefused,
+    ActionResultPosted,
+    AgentProcessStarted,
+    ConfirmationRefused,
+    PermissionDecided,
+)
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import (
     CommandInvoked,
@@ -64,6 +72,25 @@ def describe(event: Event) -> str | None:
             return f"bot said: {event.spoken_text!r}{cut}"
         case InterruptionDetected():
             return f"{event.speaker_id} interrupted the bot while {event.state}"
+        case ActionChanged():
+            was = f"{event.previous} -> " if event.previous else ""
+            return f"action {event.action_id}: {was}{event.status} ({event.actor}: {event.reason})"
+        case ActionRequestRefused():
+            return f"task request from {event.speaker_id or 'unattributed audio'} refused ({event.code})"
+        case ConfirmationRefused():
+            return f"action {event.action_id}: click by {event.user_id} refused ({event.code})"
+        case AgentProcessStarted():
+            after = (
+                f", {event.confirm_to_spawn_ms:.0f} ms after the click" if event.confirm_to_spawn_ms else ""
+            )
+            return f"action {event.action_id}: agent process {event.pid} started{after}"
+        case PermissionDecided():
+            d = event.decision
+            choice = d.get("option_kind") or d.get("outcome")
+            return f"action {event.action_id}: permission {d.get('kind')} ({d.get('title')}) -> {choice}"
+        case ActionResultPosted():
+            where = f"posted in {event.messages} message(s)" if event.delivered else "NOT delivered"
+            return f"action {event.action_id}: {event.execution}, result {where}"
         case ReceiveStatsUpdated():
             parts = [
                 f"{uid}: {s.get('packets', 0)} pkts {s.get('decoded_ms', 0.0) / 1000:.1f}s"

@@ -62,3 +62,28 @@ def test_sanitize_redacts_and_truncates() -> None:
     assert len(data["text"]) <= 501
     ev = ErrorRaised(at=0.0, code="X", message="m", retryable=False, details={"token": "abc"})
     assert ev.details == {"token": "[redacted]"}
+
+
+def test_terminal_lines_for_the_action_plane() -> None:
+    from openab_voice.actions.events import ActionChanged, ActionResultPosted, PermissionDecided
+    from openab_voice.bus.terminal import describe
+
+    changed = ActionChanged(
+        at=1.0,
+        action_id="a-1",
+        status="confirmed",
+        previous="delivered",
+        actor="1001",
+        reason="operator confirmed",
+    )
+    assert describe(changed) == "action a-1: delivered -> confirmed (1001: operator confirmed)"
+    decided = PermissionDecided(
+        at=1.0,
+        action_id="a-1",
+        decision={"kind": "edit", "title": "Write RESULT.md", "option_kind": "allow_once"},
+    )
+    assert describe(decided) == "action a-1: permission edit (Write RESULT.md) -> allow_once"
+    lost = ActionResultPosted(
+        at=1.0, action_id="a-1", execution="outcome_unknown", delivered=False, messages=0
+    )
+    assert describe(lost) == "action a-1: outcome_unknown, result NOT delivered"
