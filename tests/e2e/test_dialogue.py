@@ -151,8 +151,8 @@ async def test_interruption_cancels_the_answer_and_commits_only_what_was_heard(v
         await asyncio.sleep(2.5)  # into the second sentence
         await speaker.say(voices[2]["stop"])
         utterances = await wait_for(events, BotUtteranceFinished, count=1)
-        for _ in range(200):  # the interrupting speech becomes the next turn
-            if len(chat.requests) >= 2:
+        for _ in range(300):  # the interrupting speech becomes the next turn(s)
+            if any("something else" in r[-1].content.lower() for r in chat.requests[1:]):
                 break
             await asyncio.sleep(0.05)
         rows = context_rows(h)
@@ -166,10 +166,11 @@ async def test_interruption_cancels_the_answer_and_commits_only_what_was_heard(v
     assert transitions[i + 1] == "interrupted->listening"
     assistant = [r["text"] for r in rows if r["role"] == "assistant"]
     assert assistant[0] == cut.spoken_text  # heard-only context
-    # The interrupting speech was kept for STT, transcribed and sent to the model as the next turn.
-    # (Its first ~0.8 s is lost to the echo canceller's double-talk suppression, a known issue that
-    # `bench dialogue` measures, so the test checks the words that follow.)
-    assert len(chat.requests) >= 2 and "something else" in chat.requests[1][-1].content.lower()
+    # The interrupting speech was kept for STT, transcribed and sent to the model. "Wait, stop please,
+    # I want to ask you something else": the comma pause after "Wait" can be long enough for the VAD
+    # to end the utterance there, so its words may arrive as one turn or two.
+    later = " ".join(r[-1].content.lower() for r in chat.requests[1:])
+    assert "something else" in later
 
 
 async def test_talk_among_humans_without_the_wake_name_gets_no_reply(voices) -> None:
