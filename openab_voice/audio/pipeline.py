@@ -176,8 +176,7 @@ class SpeakerPipeline:
                 self._coupled()
             # Only a speaker whose microphone carries the bot gets the reference: AEC3 fed a render
             # that is not in the capture suppresses the person talking over the bot.
-            coupled = take.chunk is not None and self.coupling.coupled
-            render = take.chunk.samples if coupled and take.chunk is not None else None
+            render = take.chunk.samples if take.chunk is not None and self.coupling.coupled else None
             t0 = perf_ns()
             processed, ok = self.apm.process(chunk.samples, render, chunk.timestamp)
             t1 = perf_ns()
