@@ -6,10 +6,17 @@ Threads and ownership:
   to bounded rings: O(1), never waiting on processing, safe from any thread. Overflow drops the
   oldest frames and reports ``audio_buffer_overrun``.
 * :meth:`FrontEnd.process_pending` does the CPU work (resample, APM, VAD, gate) for everything
-  queued. :meth:`FrontEnd.start` runs it every ``interval_s`` on a worker thread
-  (``asyncio.to_thread``) so the event loop stays responsive; tests and benchmarks call it directly.
-* Events raised anywhere are queued and published on the thread that finishes a batch (the event
-  loop when started), so bus subscribers never run on the receiver's or player's thread.
+  queued. :meth:`FrontEnd.start` runs it on the front end's own thread, woken by every push (and
+  every ``interval_s`` for idle checks), so audio processing never waits behind the event loop: under
+  CPU contention the loop can run hundreds of milliseconds late, and a batch scheduled by it would
+  fall behind real time with it. Tests and benchmarks call :meth:`process_pending` directly.
+* Events raised anywhere are queued and published on the event loop with the batch that raised them
+  (or on the caller's thread for :meth:`process_pending`), so bus subscribers never run on the
+  receiver's, player's or front end's thread.
+* Capture-stopped ends of speech (Discord sends nothing in silence) are judged on the **capture
+  watermark** when a receiver provides one (:meth:`FrontEnd.advance_capture_watermark`): the time up
+  to which every packet has been decoded and pushed. Judged on the wall clock instead, a receiver
+  running late would look like a speaker who stopped, and an utterance would be split in two.
 
 Pipelines are created on a speaker's first processed frame (provider start-up happens on the worker,
 not the reader thread) and freed by :meth:`FrontEnd.remove_speaker` at the next batch.
@@ -49,6 +56,8 @@ from openab_voice.providers.base import (
 from openab_voice.providers.registry import ProviderRegistry, apm_registry, vad_registry
 
 log = logging.getLogger(__name__)
+
+_JOIN_TIMEOUT_S = 2.0
 
 
 @dataclass(slots=True)
@@ -124,8 +133,12 @@ class FrontEnd:
         self._removed: collections.deque[tuple[_Speaker, str]] = collections.deque()
         self._process_lock = threading.Lock()
         self._subscribers: list[ProcessedCaptureStream] = []
-        self._task: asyncio.Task[None] | None = None
+        self._watermark: float | None = None  # capture time up to which the receiver pushed everything
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self.batch_errors = 0
 
     # --- status -------------------------------------------------------------------------------
 
@@ -170,12 +183,23 @@ class FrontEnd:
                 speaker = _Speaker(self._capture_ring(frame.speaker_id))
                 self._speakers[frame.speaker_id] = speaker
         speaker.ring.push(frame)
+        self._wake.set()
 
     def push_render(self, frame: AudioFrame) -> None:
         """Queue what the bot just handed to Discord (speaker_id None); fanned out to every speaker."""
         if frame.speaker_id is not None:
             raise ValueError("render reference frames have speaker_id None")
         self._render_ring.push(frame)
+        self._wake.set()
+
+    def advance_capture_watermark(self, at: float) -> None:
+        """Every capture frame that starts before ``at`` has been pushed (the receive worker's promise).
+
+        From then on, a speaker is judged silent (capture stopped) on this watermark, never on the
+        wall clock alone. Any thread; monotonic (an older value is ignored).
+        """
+        if self._watermark is None or at > self._watermark:
+            self._watermark = at
 
     def remove_speaker(self, speaker_id: str, reason: str = "speaker_left") -> None:
         """Forget a speaker now; its pipeline is closed (speech ended, providers freed) next batch."""
@@ -238,13 +262,19 @@ class FrontEnd:
                 out = speaker.pipeline.process(frame)
                 if out is not None:
                     outputs.append(out)
-        now = self._clock.monotonic()
+        now = self._idle_now()
         for speaker in speakers:
             speaker.ring.poll()
             if speaker.pipeline is not None:
                 speaker.pipeline.check_idle(now)
         self._render_ring.poll()
         return outputs
+
+    def _idle_now(self) -> float:
+        """The time up to which silence is known: the capture watermark when a receiver sets one."""
+        now = self._clock.monotonic()
+        watermark = self._watermark
+        return now if watermark is None else min(now, watermark)
 
     def _capture_ring(self, speaker_id: str) -> FrameRing:
         return FrameRing(
@@ -323,40 +353,69 @@ class FrontEnd:
                 if stream.wants(frame):
                     stream.push(frame)
         while self._outbox:
-            event = self._outbox.popleft()
-            if self._session is not None and event.session_id is None:
-                event = dataclasses.replace(event, session_id=self._session)
-            self._bus.publish(event)
+            self._publish(self._outbox.popleft())
+
+    def _publish(self, event: Event) -> None:
+        if self._session is not None and event.session_id is None:
+            event = dataclasses.replace(event, session_id=self._session)
+        self._bus.publish(event)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start processing every ``interval_s`` in a task owned by this front end."""
+        """Start processing on the front end's own thread; results reach subscribers on this loop."""
         if self._closed:
             raise RuntimeError("front end is closed")
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="audio-frontend")
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(target=self._run, name="openab-voice-frontend", daemon=True)
+            self._thread.start()
 
-    async def _run(self) -> None:
-        while True:
-            await self._clock.sleep(self._interval)
+    def _run(self) -> None:
+        """Front-end thread: process whatever was pushed; otherwise check for idle speakers."""
+        loop = self._loop
+        assert loop is not None
+        while not self._closed:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._closed:
+                return
             try:
-                if self._has_work():
-                    outputs = await asyncio.to_thread(self._locked_batch)
-                else:
-                    outputs = []
-                    now = self._clock.monotonic()
-                    for pipeline in self._pipelines():
-                        pipeline.check_idle(now)
+                with self._process_lock:
+                    if self._has_work():
+                        outputs = self._process_batch()
+                    else:
+                        outputs = []
+                        now = self._idle_now()
+                        for pipeline in self._pipelines():
+                            pipeline.check_idle(now)
             except Exception as exc:  # a bug must not silently stop the front end: report, go on
+                self.batch_errors += 1
                 log.exception("audio front end batch failed")
                 self._outbox.append(_error_event(exc, self._clock.monotonic()))
                 outputs = []
-            self._deliver(outputs)
+            if not outputs and not self._outbox:
+                continue
+            events = self._take_events()
+            try:
+                loop.call_soon_threadsafe(self._deliver_batch, outputs, events)
+            except RuntimeError:  # the loop closed: nobody is listening any more
+                return
 
-    def _locked_batch(self) -> list[ProcessedFrame]:
-        with self._process_lock:
-            return self._process_batch()
+    def _take_events(self) -> list[Event]:
+        events = []
+        while self._outbox:
+            events.append(self._outbox.popleft())
+        return events
+
+    def _deliver_batch(self, outputs: list[ProcessedFrame], events: list[Event]) -> None:
+        """Event loop: hand one batch to subscribers and its events to the bus, in order."""
+        for frame in outputs:
+            for stream in tuple(self._subscribers):
+                if stream.wants(frame):
+                    stream.push(frame)
+        for event in events:
+            self._publish(event)
 
     def _has_work(self) -> bool:
         return bool(self._removed or len(self._render_ring) or any(len(s.ring) for s in self._snapshot()))
@@ -373,16 +432,12 @@ class FrontEnd:
         if self._closed:
             return
         self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                # Our own cancellation of the task; re-raise if *we* are being cancelled.
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._wake.set()
+            await asyncio.to_thread(thread.join, _JOIN_TIMEOUT_S)
+            if thread.is_alive():
+                log.warning("audio front end thread did not stop within %.1f s", _JOIN_TIMEOUT_S)
         with self._process_lock:
             with self._speakers_lock:
                 speakers = list(self._speakers.values())
@@ -393,6 +448,11 @@ class FrontEnd:
                 speaker, reason = self._removed.popleft()
                 self._stop(speaker, reason)
             self._render_resampler.reset()  # free the native soxr stream deterministically
+        # Batches the thread handed over before it stopped are still queued on the loop (callbacks
+        # run in order): let them through first, so subscribers see frames and events in order.
+        barrier = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(barrier.set_result, None)
+        await barrier
         self._deliver([])
         for stream in tuple(self._subscribers):
             stream.close()

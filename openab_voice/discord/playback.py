@@ -7,7 +7,11 @@ the player reads is also published as the render reference (the echo canceller's
 
 Threading: the buffer is the only state shared with the player thread and is guarded by one
 lock; every other piece of state lives on the event loop, which the player thread reaches only
-through ``loop.call_soon_threadsafe``.
+through ``loop.call_soon_threadsafe``. The one exception is the render reference: render sinks are
+called on the player thread, with the frame stamped at the moment it was handed to Discord. Under
+CPU contention the event loop can run hundreds of milliseconds late; a reference that hopped
+through it would reach the echo canceller and the echo gate after the echo it explains (the capture
+path does not wait on the loop), and the bot's own voice would look like a person talking.
 """
 
 from __future__ import annotations
@@ -90,8 +94,9 @@ class Playback:
         # Recently finished (played out or interrupted) utterances: a write racing an interrupt is
         # dropped quietly instead of failing the response that was just cut.
         self._finished: collections.OrderedDict[str, _Utterance] = collections.OrderedDict()
-        self._render_sinks: list[Callable[[AudioFrame], None]] = []
+        self._render_sinks: tuple[Callable[[AudioFrame], None], ...] = ()
         self._render_ids = itertools.count()
+        self.render_sink_errors = 0  # written by the player thread only
         self._ids = itertools.count(1)
         self._space = asyncio.Event()
         self._host: PlayerHost | None = None
@@ -106,9 +111,17 @@ class Playback:
         self._loop = loop
 
     def add_render_sink(self, sink: Callable[[AudioFrame], None]) -> Callable[[], None]:
-        """Call ``sink`` on the event loop with every frame sent to Discord; returns a remover."""
-        self._render_sinks.append(sink)
-        return lambda: self._render_sinks.remove(sink) if sink in self._render_sinks else None
+        """Call ``sink`` with every frame sent to Discord, *on the player thread*; returns a remover.
+
+        The sink must be thread-safe and never block (the front end's ``push_render`` only appends
+        to a bounded ring); an exception in it is swallowed, so the player never stops.
+        """
+        self._render_sinks = (*self._render_sinks, sink)  # replaced, never mutated: read without a lock
+
+        def remove() -> None:
+            self._render_sinks = tuple(s for s in self._render_sinks if s is not sink)
+
+        return remove
 
     # --- asyncio side ------------------------------------------------------------------------
 
@@ -222,16 +235,8 @@ class Playback:
             utt, frame = self._frames.popleft()
             utt.played += 1  # counted here, under the lock, so interrupt() sees every frame handed over
         stamp = self._clock.monotonic()
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # loop closing: nobody left to tell
-                loop.call_soon_threadsafe(self._on_frame_sent, utt, frame, stamp)
-        return frame
-
-    def _on_frame_sent(self, utt: _Utterance, frame: bytes, stamp: float) -> None:
-        self._space.set()
         # Every frame handed to Discord is render reference, even one whose utterance was
-        # interrupted meanwhile: it is still in the room.
+        # interrupted meanwhile: it is still in the room. Tapped here, not on the loop (module doc).
         render = AudioFrame(
             pcm=frame,
             sample_rate=DISCORD_RATE,
@@ -240,8 +245,19 @@ class Playback:
             frame_id=next(self._render_ids),
             speaker_id=None,
         )
-        for sink in tuple(self._render_sinks):
-            sink(render)
+        for sink in self._render_sinks:
+            try:
+                sink(render)
+            except Exception:  # the player thread must never die of a consumer's bug
+                self.render_sink_errors += 1
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # loop closing: nobody left to tell
+                loop.call_soon_threadsafe(self._on_frame_sent, utt, stamp)
+        return frame
+
+    def _on_frame_sent(self, utt: _Utterance, stamp: float) -> None:
+        self._space.set()
         if utt.future.done():
             return
         if not utt.started:

@@ -13,8 +13,10 @@ All receive state belongs to the worker thread; nothing is shared under locks. T
 and the event loop only enqueue into the one :class:`~openab_voice.discord.inbox.Inbox` (which
 keeps control messages in order with packets), and the worker hands results back through the
 loop. The worker never reads the clock: packets carry their arrival time from
-:meth:`VoiceReceiver.feed`, and an asyncio ticker on the injected clock drives jitter-buffer
-timeouts, expiry of held packets and the periodic ``ReceiveStatsUpdated``.
+:meth:`VoiceReceiver.feed`, which also ticks the pipeline while audio flows (jitter-buffer timeouts
+never wait behind the event loop); an asyncio ticker on the injected clock covers silence, expiry of
+held packets and the periodic ``ReceiveStatsUpdated``. After each tick the frame sinks learn the
+capture watermark (:meth:`VoiceReceiver.add_watermark_sink`).
 """
 
 from __future__ import annotations
@@ -159,6 +161,12 @@ class VoiceReceiver:
         self._snapshot: dict[str, Any] = self._pipeline.snapshot()
         self._subscriptions: list[FrameSubscription] = []
         self._sinks: tuple[Callable[[AudioFrame], None], ...] = ()
+        self._watermark_sinks: tuple[Callable[[float], None], ...] = ()
+        self._watermark: float | None = None  # worker thread only
+        self._last_tick: float | None = None  # worker thread only
+        # A frame may wait this long in its jitter buffer (plus one frame of timestamp slack) after
+        # the tick that follows its packet: ticks prove everything older has been pushed.
+        self._held_back_s = (settings.jitter_depth + 1) * 0.020
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -267,6 +275,15 @@ class VoiceReceiver:
         """
         self._sinks = (*self._sinks, sink)  # replaced, never mutated: the worker reads it without a lock
 
+    def add_watermark_sink(self, sink: Callable[[float], None]) -> None:
+        """Call ``sink(t)`` *on the worker thread* once every decoded frame that starts before ``t`` has
+        gone to the frame sinks (after each tick, so every 10 ms while the worker keeps up).
+
+        The audio front end judges "capture stopped" on it instead of the wall clock: a worker that
+        runs late under CPU contention then delays an end of speech, never invents one.
+        """
+        self._watermark_sinks = (*self._watermark_sinks, sink)
+
     def _dispatch(self, frames: list[AudioFrame]) -> None:
         for subscription in tuple(self._subscriptions):
             subscription._push(frames)
@@ -282,12 +299,25 @@ class VoiceReceiver:
                 try:
                     if isinstance(item, tuple):
                         pipeline.handle_packet(*item)
+                        self._media_tick(item[1])
                     else:
                         stop = self._control(item) or stop
                 except Exception:  # one bad packet or message never stops the worker
                     self._internal_error()
             self._settle()
             stop = stop or (not items and self._inbox.closed)
+
+    def _media_tick(self, arrival: float) -> None:
+        """Packets carry time too: while audio flows, tick on their arrival times.
+
+        The loop's ticker still covers silence, but under CPU contention it runs late, and jitter
+        buffers waiting on it would hold frames after every lost packet for as long. A packet's
+        arrival is a time the worker has reached on its own (every packet fed before it was handled).
+        """
+        if self._last_tick is None or arrival - self._last_tick >= TICK_S:
+            self._last_tick = arrival
+            self._pipeline.tick(arrival)
+            self._watermark = arrival - self._held_back_s
 
     def _control(self, item: _Control) -> bool:
         pipeline = self._pipeline
@@ -301,8 +331,13 @@ class VoiceReceiver:
             case _DaveSource():
                 pipeline.set_dave_source(item.source)
             case _Tick():
+                if self._last_tick is not None and item.at < self._last_tick:
+                    return False  # a media tick already went past this time
+                self._last_tick = item.at
                 pipeline.tick(item.at)
                 self._snapshot = pipeline.snapshot()
+                # Every packet fed before this tick has been processed (the inbox keeps order).
+                self._watermark = item.at - self._held_back_s
             case _Barrier():
                 self._settle()
                 self._snapshot = pipeline.snapshot()
@@ -324,19 +359,25 @@ class VoiceReceiver:
         failures = self._feed_failures
         stats.drop_unattributed(reasons.INTERNAL_ERROR, failures - self._feed_failures_seen)
         self._feed_failures_seen = failures
-        if not self._frames:
-            return
-        batch = self._frames.copy()
-        self._frames.clear()
-        for sink in self._sinks:
-            try:
-                for frame in batch:
-                    sink(frame)
-            except Exception:
-                self._internal_error()
-        if self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
-                self._loop.call_soon_threadsafe(self._dispatch, batch)
+        if self._frames:
+            batch = self._frames.copy()
+            self._frames.clear()
+            for sink in self._sinks:
+                try:
+                    for frame in batch:
+                        sink(frame)
+                except Exception:
+                    self._internal_error()
+            if self._loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
+                    self._loop.call_soon_threadsafe(self._dispatch, batch)
+        watermark, self._watermark = self._watermark, None
+        if watermark is not None:  # only after the frames it vouches for went to the sinks
+            for watermark_sink in self._watermark_sinks:
+                try:
+                    watermark_sink(watermark)
+                except Exception:
+                    self._internal_error()
 
     def _internal_error(self) -> None:
         self._pipeline.stats.drop_unattributed(reasons.INTERNAL_ERROR)

@@ -80,6 +80,7 @@ class VoiceSession:
         # is the front end's render reference (echo cancellation, echo gate).
         self.frontend = FrontEnd(options.frontend, bus=bus, clock=clock, session_id=self.id)
         self.receiver.add_frame_sink(self.frontend.push_capture)
+        self.receiver.add_watermark_sink(self.frontend.advance_capture_watermark)
         if self.playback is not None:
             self.playback.add_render_sink(self.frontend.push_render)
         self._left = bus.subscribe(SpeakerLeft, self._on_speaker_left)
@@ -126,6 +127,7 @@ class VoiceSession:
             voice_channel_id=channel.id,
             text_channel_id=self._text_channel_id,
             generation=self.generation,
+            session_id=self.id,
         )
         dialogue = self._providers.dialogue
         configured = dialogue.wake_name if dialogue is not None else None

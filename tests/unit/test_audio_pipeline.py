@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import numpy as np
 
@@ -192,3 +194,52 @@ def test_slow_subscriber_loses_oldest_frames_with_an_overrun_event() -> None:
     assert first is not None and first.frame.frame_id == 15
     overruns = [e for e in events if isinstance(e, AudioBufferOverrun) and e.ring == "processed"]
     assert overruns and overruns[0].capacity == 5
+
+
+def test_a_late_receiver_delays_the_capture_stopped_end_but_never_invents_one() -> None:
+    """The receiver's watermark, not the wall clock, says whether a speaker stopped sending."""
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    for frame in frames[:50]:
+        frontend.push_capture(frame)
+        frontend.advance_capture_watermark(frame.timestamp + frame.duration)
+        frontend.process_pending()
+        clock.advance(0.02)
+    assert any(isinstance(e, SpeechStarted) for e in events)
+    # The receive worker falls 1 s behind (CPU contention): the wall clock moves, the watermark
+    # does not, and the speaker still talks; no end of speech may be declared meanwhile.
+    clock.advance(1.0)
+    frontend.process_pending()
+    assert not [e for e in events if isinstance(e, SpeechEnded)]
+    # It catches up and delivers the rest of the sentence: one utterance, never two.
+    for frame in frames[50:]:
+        frontend.push_capture(frame)
+        frontend.advance_capture_watermark(frame.timestamp + frame.duration)
+        frontend.process_pending()
+    assert not [e for e in events if isinstance(e, SpeechEnded) and e.reason == "capture_stopped"]
+    # Once the watermark passes the minimum silence after the last frame, the end is real.
+    end = frames[-1].timestamp + frames[-1].duration
+    clock.advance(end + 0.5 - clock.monotonic())
+    frontend.advance_capture_watermark(end + 0.5)
+    frontend.process_pending()
+    ended = [e for e in events if isinstance(e, SpeechEnded)]
+    assert len(ended) == 1
+    assert ended[0].audio_time <= end
+
+
+async def test_started_front_end_processes_on_its_own_thread_while_the_loop_is_blocked() -> None:
+    clock = FakeClock()
+    frontend = FrontEnd(FrontEndSettings(), bus=EventBus(), clock=clock)
+    frames = scenes.discord_frames(scenes.silence(0.5), speaker_id="a", start_time=clock.monotonic())
+    ran_on: list[str] = []
+    async with frontend:
+        for frame in frames:
+            frontend.push_capture(frame)
+        # Block the event loop (a synchronous wait, on purpose): processing must not need it.
+        deadline = time.monotonic() + 5.0
+        while (pipeline := frontend.pipeline("a")) is None or pipeline.frames < len(frames):
+            assert time.monotonic() < deadline, "the front end did not process without the event loop"
+            time.sleep(0.005)  # noqa: ASYNC251 - holding the loop is the point
+        ran_on.append(threading.current_thread().name)
+    assert pipeline.frames == len(frames)
+    assert ran_on == [threading.main_thread().name]  # the wait above really held the loop's thread

@@ -1,4 +1,5 @@
 import asyncio
+import threading
 
 import pytest
 
@@ -122,3 +123,31 @@ async def test_write_racing_an_interrupt_is_dropped_not_an_error(setup) -> None:
     assert (await playback.finish(uid)).interrupted
     with pytest.raises(VoiceError):
         await playback.write("never-begun", frames(1))
+
+
+async def test_render_reference_is_tapped_on_the_player_thread_not_the_loop(setup) -> None:
+    """Under CPU contention the loop runs late; the echo canceller's reference must not wait for it."""
+    playback, host, _ = setup
+    seen: list[tuple[int, str]] = []
+    playback.add_render_sink(lambda f: seen.append((f.frame_id, threading.current_thread().name)))
+    uid = playback.begin()
+    await playback.write(uid, frames(2))
+    playback.finish(uid)
+    # No await between the two reads: the loop never runs, yet both frames are already tapped.
+    assert host.tick_in_thread() and host.tick_in_thread()
+    assert [i for i, _ in seen] == [0, 1]
+    assert all(name != threading.main_thread().name for _, name in seen)
+
+
+async def test_a_failing_render_sink_never_stops_the_player(setup) -> None:
+    playback, host, _ = setup
+
+    def broken(frame: object) -> None:
+        raise RuntimeError("consumer bug")
+
+    playback.add_render_sink(broken)
+    uid = playback.begin()
+    await playback.write(uid, frames(1))
+    playback.finish(uid)
+    assert host.tick_in_thread()
+    assert playback.render_sink_errors == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -327,3 +328,30 @@ def test_inbox_bounds_packets_but_never_control_messages() -> None:
     assert not inbox.offer("p5")
     inbox.put("ignored")
     assert inbox.take_all() == ["p4"] and inbox.take_all() == []
+
+
+async def test_watermark_follows_the_frames_it_vouches_for_and_advances_without_the_loop(rig: Rig) -> None:
+    """Under load the loop's ticker runs late: packets' own arrival times advance the watermark."""
+    log: list[tuple[str, float]] = []  # appended on the worker thread only
+    rig.receiver.add_frame_sink(lambda f: log.append(("frame", f.timestamp)))
+    rig.receiver.add_watermark_sink(lambda t: log.append(("watermark", t)))
+    alice = RtpSender(ssrc=1001, cipher=CIPHER)
+    rig.receiver.map_ssrc(1001, str(ALICE))
+    # Feed 40 packets 20 ms apart without ever yielding to the event loop: its ticker cannot run.
+    for k in range(40):
+        rig.receiver.feed(alice.packet(TONE_A[k % len(TONE_A)]))
+        rig.clock.advance(0.020)
+    last_arrival = rig.clock.monotonic() - 0.020
+    held_back = (SETTINGS.jitter_depth + 1) * 0.020
+    deadline = time.monotonic() + 5.0
+    while not any(kind == "watermark" and t >= last_arrival - held_back - 1e-9 for kind, t in list(log)):
+        assert time.monotonic() < deadline, "the watermark did not advance with the packets"
+        time.sleep(0.002)  # noqa: ASYNC251 - holding the loop is the point: no ticker may help
+    await rig.receiver.sync()
+    marks = [i for i, (kind, _) in enumerate(log) if kind == "watermark"]
+    assert marks  # one per worker batch (the worker took the 40 packets in few batches)
+    for i in marks:  # nothing that starts before a watermark arrives after it
+        t = log[i][1]
+        assert all(ts >= t for kind, ts in log[i + 1 :] if kind == "frame")
+    values = [log[i][1] for i in marks]
+    assert values == sorted(values)
