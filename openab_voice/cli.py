@@ -52,10 +52,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     settings = load_settings()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     scenario = load_scenario(args.scenario)
+    if args.report:
+        from openab_voice.demo.report_html import html_path_for, require_renderer, write_html
+
+        require_renderer()  # a missing `report` extra fails now, not after the whole demo ran
     report = asyncio.run(run_demo(scenario, settings=settings, record_dir=args.record))
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        page = write_html(report, html_path_for(args.report), bot_name=scenario.bot_name)
+        print(f"report: {args.report} and {page}")
     print(json.dumps(report["speakers"], indent=2))
     return 0
 
@@ -155,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="run the bot against the loopback Discord emulator")
     p.add_argument("--scenario", type=Path, default=None, help="scenario JSON (default: the bundled one)")
-    p.add_argument("--report", type=Path, default=None, help="write a JSON report here")
+    p.add_argument(
+        "--report", type=Path, default=None, help="write a JSON report here, and its HTML page beside it"
+    )
     p.add_argument(
         "--record", type=Path, default=None, help="write DIR/<speaker id>.wav of what the bot heard"
     )

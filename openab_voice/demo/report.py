@@ -2,6 +2,11 @@
 
 Times in the report are seconds since the bot's voice connection came up (``VoiceConnected``).
 ``text_channel`` is the one part read from the emulator: the messages the channel holds.
+
+Besides the summary, the report keeps the timeline that ``report_html`` draws: each speaker's speech
+segments (the front end's speech start/end), partial and final transcripts, turn decisions, echo-gate
+verdicts, the bot's playback (matched to the turn that spoke it), barge-ins and each action's
+transitions. Speech and transcript spans are in audio time; everything else is when it was published.
 """
 
 from __future__ import annotations
@@ -9,17 +14,32 @@ from __future__ import annotations
 from typing import Any
 
 from openab_voice.actions.events import ActionChanged, PermissionDecided
+from openab_voice.audio.events import EchoGateDecision, SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import DaveStateChanged, Event, ReceiveStatsUpdated, VoiceConnected
+from openab_voice.bus.events import (
+    DaveStateChanged,
+    Event,
+    PlaybackFinished,
+    PlaybackStarted,
+    ReceiveStatsUpdated,
+    VoiceConnected,
+)
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
+    InterruptionDetected,
     LatencyMeasured,
+    TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptPartial,
+    TurnAccepted,
+    TurnIgnored,
 )
 
 SPEAKER_KEYS = ("packets", "decoded_ms", "lost", "concealed")
 METRICS = ("barge_in_ms", "first_stable_partial_ms", "eou_to_first_audio_ms", "tts_first_chunk_ms")
+# Dialogue states in which a response owns the output: playback that starts then is that turn's speech.
+_RESPONDING = frozenset({"thinking", "speaking", "tool_running"})
 
 
 class ReportBuilder:
@@ -34,17 +54,32 @@ class ReportBuilder:
         self._states: list[dict[str, Any]] = []
         self._metrics: dict[str, list[float]] = {m: [] for m in METRICS}
         self._actions: dict[str, dict[str, Any]] = {}
+        self._speech: list[dict[str, Any]] = []
+        self._speaking: dict[str, dict[str, Any]] = {}  # speaker -> its open speech segment
+        self._partials: list[dict[str, Any]] = []
+        self._discarded: list[dict[str, Any]] = []
+        self._turns: list[dict[str, Any]] = []
+        self._gate: list[dict[str, Any]] = []
+        self._interruptions: list[dict[str, Any]] = []
+        self._playback: dict[str, dict[str, Any]] = {}  # utterance id -> entry, in start order
+        self._dialogue: tuple[str, str | None] = ("idle", None)  # (state, turn id) now
+        self._last = 0.0  # latest time seen, seconds since connect: the timeline's extent
         self._sub = bus.subscribe(Event, self._on_event)
 
     def _since(self, t: float) -> float:
-        return round(t - (self._origin if self._origin is not None else t), 3)
+        since = round(t - (self._origin if self._origin is not None else t), 3)
+        self._last = max(self._last, since)
+        return since
 
     def _on_event(self, event: Event) -> None:
+        if isinstance(event, VoiceConnected) and self._origin is None:
+            self._origin = event.at
+        self._since(event.at)  # every event extends the timeline
+        self._on_timeline(event)
         match event:
             case ReceiveStatsUpdated():
                 self._speakers = event.speakers
             case VoiceConnected():
-                self._origin = event.at if self._origin is None else self._origin
                 self._dave = {"enabled": event.dave_enabled, "privacy_code": event.privacy_code}
             case DaveStateChanged():
                 self._dave = {"enabled": event.enabled, "privacy_code": event.privacy_code}
@@ -56,18 +91,30 @@ class ReportBuilder:
                         "start": self._since(event.audio_start),
                         "end": self._since(event.audio_end),
                         "partials": event.partials,
+                        "utterance_id": event.utterance_id,
+                        "at": self._since(event.at),
                     }
                 )
             case BotUtteranceFinished():
-                self._utterances.append(
-                    {"text": event.text, "spoken_text": event.spoken_text, "interrupted": event.interrupted}
-                )
+                self._utterances.append(self._utterance(event))
             case DialogueStateChanged():
-                self._states.append({"at": self._since(event.at), "state": event.state})
+                self._dialogue = (event.state, event.turn_id)
+                self._states.append(
+                    {"at": self._since(event.at), "state": event.state, "turn_id": event.turn_id}
+                )
             case LatencyMeasured() if event.metric in self._metrics:
                 self._metrics[event.metric].append(round(event.value_ms, 1))
             case ActionChanged():
                 entry = self._action(event.action_id)
+                entry["transitions"].append(
+                    {
+                        "at": self._since(event.at),
+                        "status": event.status,
+                        "previous": event.previous,
+                        "actor": event.actor,
+                        "reason": event.reason,
+                    }
+                )
                 entry["status"] = event.status
                 entry["goal"] = event.goal or entry["goal"]
                 entry["proposed_by"] = event.proposed_by or entry["proposed_by"]
@@ -76,6 +123,105 @@ class ReportBuilder:
                 self._action(event.action_id)["permission_decisions"].append(dict(event.decision))
             case _:
                 pass
+
+    def _on_timeline(self, event: Event) -> None:
+        """The events only the timeline needs (the summary's are in :meth:`_on_event`)."""
+        match event:
+            case SpeechStarted():
+                self._speaking[event.speaker_id] = {
+                    "speaker": event.speaker_id,
+                    "start": self._since(event.audio_time),
+                    "end": None,
+                    "during_playback": event.during_playback,
+                }
+                self._speech.append(self._speaking[event.speaker_id])
+            case SpeechEnded():
+                segment = self._speaking.pop(event.speaker_id, None)
+                if segment is None:  # its start came before the report subscribed
+                    segment = {"speaker": event.speaker_id, "during_playback": False}
+                    self._speech.append(segment)
+                segment["start"] = self._since(event.started_audio_time)
+                segment["end"] = self._since(event.audio_time)
+            case TranscriptPartial():
+                self._partials.append(
+                    {
+                        "speaker": event.speaker_id,
+                        "utterance_id": event.utterance_id,
+                        "at": self._since(event.at),
+                        "stable": event.stable,
+                        "text": event.text,
+                    }
+                )
+            case TranscriptDiscarded():
+                self._discarded.append(
+                    {"speaker": event.speaker_id, "at": self._since(event.at), "reason": event.reason}
+                )
+            case TurnAccepted() | TurnIgnored():
+                accepted = isinstance(event, TurnAccepted)
+                self._turns.append(
+                    {
+                        "speaker": event.speaker_id,
+                        "at": self._since(event.at),
+                        "accepted": accepted,
+                        "turn_id": event.turn_id if isinstance(event, TurnAccepted) else None,
+                        "reason": event.reason if isinstance(event, TurnIgnored) else "",
+                        "text": event.text,
+                    }
+                )
+            case EchoGateDecision():
+                self._gate.append(
+                    {
+                        "speaker": event.speaker_id,
+                        "at": self._since(event.audio_time),
+                        "accepted": event.accepted,
+                        "reason": event.reason,
+                        "bot_speaking": event.bot_speaking,
+                        "confidence": round(event.confidence, 3),
+                        "suppression_db": round(event.suppression_db, 1),
+                        "render_correlation": round(event.render_correlation, 3),
+                    }
+                )
+            case InterruptionDetected():
+                self._interruptions.append(
+                    {
+                        "speaker": event.speaker_id,
+                        "at": self._since(event.at),
+                        "turn_id": event.turn_id,
+                        "state": event.state,
+                        "confidence": round(event.confidence, 3),
+                    }
+                )
+            case PlaybackStarted():
+                state, turn_id = self._dialogue
+                self._playback[event.utterance_id] = {
+                    "utterance_id": event.utterance_id,
+                    "turn_id": turn_id if state in _RESPONDING else None,
+                    "start": self._since(event.at),
+                    "end": None,
+                    "played_ms": None,
+                    "interrupted": False,
+                }
+            case PlaybackFinished():
+                entry = self._playback.get(event.utterance_id)
+                if entry is None:  # nothing of it reached Discord: no PlaybackStarted
+                    return
+                entry["end"] = self._since(event.at)
+                entry["played_ms"] = round(event.played_ms, 1)
+                entry["interrupted"] = event.interrupted
+            case _:
+                pass
+
+    def _utterance(self, event: BotUtteranceFinished) -> dict[str, Any]:
+        played = [p for p in self._playback.values() if p["turn_id"] == event.turn_id]
+        return {
+            "text": event.text,
+            "spoken_text": event.spoken_text,
+            "interrupted": event.interrupted,
+            "turn_id": event.turn_id,
+            "at": self._since(event.at),
+            # None when not one frame of it was played (cut while thinking, or a provider failed).
+            "utterance_id": played[-1]["utterance_id"] if played else None,
+        }
 
     def _action(self, action_id: str) -> dict[str, Any]:
         if action_id not in self._actions:
@@ -86,6 +232,7 @@ class ReportBuilder:
                 "status": "",
                 "effect_ceiling": None,
                 "permission_decisions": [],
+                "transitions": [],
             }
         return self._actions[action_id]
 
@@ -113,8 +260,16 @@ class ReportBuilder:
             "bot_utterances": list(self._utterances),
             "states": list(self._states),
             "metrics": {k: list(v) for k, v in self._metrics.items()},
-            "actions": [dict(a) for a in self._actions.values()],
+            "actions": [dict(a, transitions=list(a["transitions"])) for a in self._actions.values()],
             "text_channel": list(text_channel or []),
+            "duration_s": self._last,
+            "speech": [dict(s) for s in self._speech],
+            "partials": list(self._partials),
+            "discarded": list(self._discarded),
+            "turns": list(self._turns),
+            "echo_gate": list(self._gate),
+            "interruptions": list(self._interruptions),
+            "playback": [dict(p) for p in self._playback.values()],
         }
 
     def close(self) -> None:
