@@ -133,23 +133,42 @@ def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
     return run(trials=args.trials, ttft_ms=args.ttft_ms)
 
 
+def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.transcribe import run
+
+    return run(speakers=args.speakers, loss=args.loss, seed=args.seed)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "actions": _bench_actions,
     "dialogue": _bench_dialogue,
     "receive": _bench_receive,
     "frontend": _bench_frontend,
     "stt": _bench_stt,
+    "transcribe": _bench_transcribe,
 }
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    result = BENCHES[args.name](args)
+    from openab_voice.bench.load import BusyLoad
+
+    # The busy loops start before the benchmark's own set-up and stop however it ends.
+    with BusyLoad(args.load):
+        result = BENCHES[args.name](args)
+    result["load"] = args.load
     if args.json:
         _print_json(result)
     else:
         for key, value in result.items():
             print(f"{key}: {value}")
     return 0
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,7 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=sorted(BENCHES))
     p.add_argument("--json", action="store_true")
     p.add_argument("--packets", type=int, default=20_000, help="receive: packets to process")
-    p.add_argument("--speakers", type=int, default=10, help="speakers to simulate")
+    p.add_argument("--speakers", type=int, default=10, help="receive / frontend / transcribe: speakers")
+    p.add_argument(
+        "--load", type=_non_negative, default=0, help="busy-loop processes beside the run (each takes a core)"
+    )
+    p.add_argument("--loss", type=float, default=0.01, help="transcribe: packet loss probability")
+    p.add_argument("--seed", type=int, default=0, help="transcribe: emulator seed")
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")

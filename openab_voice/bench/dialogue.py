@@ -64,7 +64,7 @@ __all__ = ["TARGETS", "run"]
 
 TARGETS: dict[str, float] = {
     "barge_in_ms": 120.0,
-    "first_stable_partial_ms": 800.0,
+    "first_stable_partial_ms": 700.0,
     "tts_first_chunk_ms": 250.0,
     "eou_to_first_audio_ms": 700.0,
     "echo_false_interrupts": 0,

@@ -171,7 +171,7 @@ def run(
 
     Returns:
         A JSON-friendly dict: first-stable-partial and final latencies (P50/P95/max), WER, decode
-        times, the fast-vs-padded comparison and whether P50 first stable partial is within 800 ms.
+        times, the fast-vs-padded comparison and whether the P95 first stable partial is within 800 ms.
 
     Raises:
         ProviderUnavailable: the model or a front-end provider is missing.
@@ -239,7 +239,7 @@ def _report(
         errors += wer * len(normalize_words(reference))
         words += len(normalize_words(reference))
         per.append({"clip": item.clip, "text": " ".join(texts[i]), "wer": round(wer, 3)})
-    p50 = summary([e.value_ms for e in stable])["p50"]
+    p95 = summary([e.value_ms for e in stable])["p95"]  # the target is a P95
     return {
         "utterances": len(spoken),
         "finals": len(finals),
@@ -252,6 +252,7 @@ def _report(
         "decode_ms": {kind: summary(values) for kind, values in decode_ms.items()},
         "provider_decodes": stt_stats,
         "target_first_stable_ms": TARGET_FIRST_STABLE_MS,
-        "meets_target": p50 is not None and p50 <= TARGET_FIRST_STABLE_MS,
+        "target_statistic": "p95",
+        "meets_target": p95 is not None and p95 <= TARGET_FIRST_STABLE_MS,
         "per_utterance": per,
     }

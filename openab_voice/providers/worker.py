@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
+from openab_voice.providers.priority import COMPUTE_NICE, lower_current_thread
+
 Emit = Callable[[object], None]
 Job = Callable[[threading.Event, Emit], None]
 
@@ -38,8 +40,11 @@ class _Failed:
 class WorkerThread:
     """A single worker thread whose jobs stream items to the calling event loop."""
 
-    def __init__(self, name: str, *, close_timeout_s: float = 5.0) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str, *, close_timeout_s: float = 5.0, nice: int = COMPUTE_NICE) -> None:
+        # Compute yields to the audio plane (providers/priority.py); the thread lowers itself first.
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name, initializer=lower_current_thread, initargs=(nice,)
+        )
         self._jobs: set[asyncio.Future[None]] = set()
         self._close_timeout_s = close_timeout_s
 

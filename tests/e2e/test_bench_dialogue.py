@@ -29,3 +29,5 @@ def test_one_trial_measures_every_metric() -> None:
     assert set(report["targets"]) == set(METRICS) | {"echo_false_interrupts"}
     assert set(report["meets_targets"]) == set(report["targets"])
     assert all(isinstance(ok, bool) for ok in report["meets_targets"].values())
+    for metric in METRICS:  # every latency target is a P95
+        assert report["meets_targets"][metric] is (report[metric]["p95"] <= report["targets"][metric])

@@ -21,6 +21,7 @@ from openab_voice.engine.events import (
     LatencyMeasured,
     TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptionBacklog,
     TranscriptPartial,
 )
 from openab_voice.engine.stability import StabilityFilter, normalize_words
@@ -491,3 +492,56 @@ def test_speech_after_a_speculative_final_makes_it_stale() -> None:
     # The pause's speculative decode was made, then thrown away: the final decodes all the audio.
     assert len(finals) == 2 and finals[-1][0] > finals[0][0]
     assert isinstance(final, TranscriptFinal) and final.text == "one two three four five six"
+
+
+def test_overload_sheds_partials_queues_finals_and_never_splits_an_utterance() -> None:
+    """Four talkers, one decode slot held busy: finals queue, due partials are shed and counted."""
+    scripts = {7: "alpha one two three", 6: "bravo four five six", 5: "charlie seven eight", 4: "delta nine"}
+    stt = ScriptedStt(lambda s, final: words_by_length(scripts[int(s[-1])])(s, final))
+    rig = Rig(stt)
+    short = {"a": 7, "b": 6, "c": 5}
+    lines = {
+        name: [
+            frame(name, f.frame.timestamp, speech=f.user_speech, value=value if f.user_speech else 1)
+            for f in timeline(name, 100.0, silence_s=0.1, speech_s=1.0, tail_s=1.7)
+        ]
+        for name, value in short.items()
+    }
+    lines["d"] = [
+        frame("d", f.frame.timestamp, speech=f.user_speech, value=4 if f.user_speech else 1)
+        for f in timeline("d", 100.0, silence_s=0.1, speech_s=2.5, tail_s=0.2)
+    ]
+    rig.hold = True  # the first decode takes the slot and does not come back: the CPU fell behind
+    for step in zip(*lines.values(), strict=True):
+        rig.feed(list(step))
+    backlog = [e for e in rig.of(TranscriptionBacklog) if isinstance(e, TranscriptionBacklog)]
+    assert backlog and max(e.waiting for e in backlog) == 3 and backlog[-1].oldest_wait_ms > 0
+    assert rig.tr.partials_shed > 0
+    assert not rig.of(TranscriptFinal)
+    assert len(rig.held) == 1
+    job = rig.held.pop()
+    rig.hold = False
+    calls_before = len(stt.calls)
+    rig.run_jobs(rig.tr.complete(job, Hypothesis(text="x", confidence=0.9)))
+    # The queued finals go first, oldest end of speech first; no stale partial jumps the queue.
+    after = stt.calls[calls_before:]
+    assert [final for _, final, _ in after[:4]] == [True, True, True, True]
+    finals = [e for e in rig.of(TranscriptFinal) if isinstance(e, TranscriptFinal)]
+    assert sorted(f.speaker_id for f in finals) == ["a", "b", "c", "d"]  # one final each: nothing split
+    assert {f.speaker_id: f.text for f in finals} == {
+        "a": scripts[7],
+        "b": scripts[6],
+        "c": scripts[5],
+        "d": scripts[4],
+    }
+    cleared = [e for e in rig.of(TranscriptionBacklog) if isinstance(e, TranscriptionBacklog)][-1]
+    assert cleared.waiting == 0 and cleared.partials_shed == rig.tr.partials_shed
+
+
+def test_a_single_final_behind_a_partial_is_no_backlog() -> None:
+    stt = ScriptedStt(words_by_length("just me talking"))
+    rig = Rig(stt)
+    rig.feed(timeline("alice", 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.3))
+    assert [e for e in rig.of(TranscriptFinal)]
+    assert not rig.of(TranscriptionBacklog)
+    assert rig.tr.partials_shed == 0

@@ -1,0 +1,25 @@
+"""Smoke test of the many-talkers benchmark: two people at once through the emulator (DAVE on, 1 %
+loss, real faster-whisper): both of each one's utterances transcribed whole; the report's shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openab_voice.bench import transcribe
+
+pytestmark = pytest.mark.e2e
+
+
+def test_two_talkers_at_once_are_transcribed_whole() -> None:
+    report = transcribe.run(speakers=2, loss=0.01, seed=3)
+    json.dumps(report)
+    assert report["speakers"] == 2 and report["utterances"] == 4
+    assert report["missing"] == 0 and report["fragments"] == 0
+    assert report["finals"] == 4 and report["unattributed_finals"] == 0
+    assert report["wer"] <= 0.25
+    assert report["lag_ms"]["n"] == 4 and report["lag_ms"]["p95"] > 0
+    assert report["targets"] == {"lag_p95_ms": 800.0}
+    assert report["meets_targets"]["lag_p95_ms"] is (report["lag_ms"]["p95"] <= 800.0)
+    assert {u["speaker"] for u in report["per_utterance"]} == {"2001", "2002"}
