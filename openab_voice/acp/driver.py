@@ -94,6 +94,15 @@ class AgentRun:
         self._started = False
         self._prompt_sent = False
 
+    @property
+    def prompt_sent(self) -> bool:
+        """Whether the goal was (or may have been) handed to the agent."""
+        return self._prompt_sent
+
+    def request_cancel(self) -> None:
+        """Ask for the cancel without waiting (before :meth:`run`: it then spawns nothing)."""
+        self._cancel_requested.set()
+
     async def cancel(self) -> None:
         """Ask the agent to stop (``session/cancel``) and wait until the run has finished.
 

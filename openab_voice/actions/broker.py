@@ -21,7 +21,14 @@ from collections.abc import Callable
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
 from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
-from openab_voice.actions.ports import CONFIRM, ControlChannel, DeliveryFailed, ProposalView, VoiceSide
+from openab_voice.actions.ports import (
+    CONFIRM,
+    CancelReply,
+    ControlChannel,
+    DeliveryFailed,
+    ProposalView,
+    VoiceSide,
+)
 from openab_voice.actions.requests import ActionRequest, BrokerSettings, Outcome, repeat_outcome
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
@@ -34,6 +41,8 @@ log = logging.getLogger(__name__)
 
 
 SYSTEM = "system"
+# More than the job graph's longest path (proposed, delivered, confirmed, running, terminal).
+_CANCEL_ATTEMPTS = 8
 
 
 class ActionBroker:
@@ -47,7 +56,7 @@ class ActionBroker:
         bus: action events.
         clock: expiry and timestamps.
         on_confirmed: called with each confirmed action (the executor starts it).
-        on_cancel: asked to stop a running action (returns False when it is not running here).
+        on_cancel: asks the executor to cancel an action it holds (from confirmation to settlement).
         on_reconcile: lifts the on-disk quarantine marker of an action's workspace.
     """
 
@@ -61,7 +70,7 @@ class ActionBroker:
         bus: EventBus,
         clock: Clock,
         on_confirmed: Callable[[ActionRecord, float], None],
-        on_cancel: Callable[[str], bool],
+        on_cancel: Callable[[str], CancelReply],
         on_reconcile: Callable[[str], None],
     ) -> None:
         self._store = store
@@ -125,13 +134,14 @@ class ActionBroker:
         now = self._clock.wall()
         new = NewAction(
             id=f"a-{secrets.token_hex(4)}",
-            idempotency_key=f"{request.source}:{request.guild_id}:{request.session_generation}:{request.call_id}",
+            idempotency_key=request.idempotency_key,
             goal=request.goal.strip(),
             effect_hint=min(request.effect_hint, self._settings.max_effect, key=lambda c: c.rank),
             guild_id=request.guild_id,
             voice_channel_id=request.voice_channel_id,
             text_channel_id=request.text_channel_id,
             session_generation=request.session_generation,
+            voice_session_id=request.voice_session_id,
             proposed_by=request.speaker_id or 0,
             expires_at=now + self._settings.expiry_s,
         )
@@ -185,7 +195,7 @@ class ActionBroker:
         elif request.speaker_id != self._settings.operator_user_id:
             # Ambient / non-operator speech is audit data, never an instruction.
             code, why = "ACTION_NOT_OPERATOR", "only the operator can request actions"
-        elif self._voice.generation(request.guild_id) != request.session_generation:
+        elif self._stale(request.guild_id, request.session_generation, request.voice_session_id):
             code, why = "ACTION_STALE_SESSION", "the voice session that heard it has ended"
         elif not request.goal.strip():
             code, why = "ACTION_EMPTY_GOAL", "the goal is empty"
@@ -236,7 +246,7 @@ class ActionBroker:
         if self._clock.wall() >= record.expires_at:
             await self._expire(record, "confirmation arrived after expiry")
             return await self._refuse_click(action_id, user_id, "ACTION_EXPIRED", "this proposal has expired")
-        if self._voice.generation(record.guild_id) != record.session_generation:
+        if self._stale(record.guild_id, record.session_generation, record.voice_session_id):
             await self._expire(record, "the voice session that proposed it has ended")
             return await self._refuse_click(
                 action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
@@ -261,8 +271,10 @@ class ActionBroker:
             return await self._refuse_click(
                 record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
             )
-        await self._close(confirmed, f"Confirmed by <@{user_id}> (ceiling {ceiling.value}); running.")
+        # Launched before the message edit awaits: from the stored confirmation on, the executor holds
+        # the action, so a cancel arriving during the edit reaches it.
         self._on_confirmed(confirmed, clicked_at)
+        await self._close(confirmed, f"Confirmed by <@{user_id}> (ceiling {ceiling.value}); running.")
         return Outcome(ok=True, message=f"Confirmed `{record.id}`.", action=confirmed)
 
     async def _reject(self, record: ActionRecord, user_id: int) -> Outcome:
@@ -299,7 +311,14 @@ class ActionBroker:
         return await self._jobs.call(self._store.recent, guild_id=guild_id, limit=limit)
 
     async def cancel(self, action_id: str, *, user_id: int | None) -> Outcome:
-        """Cancel an action: by the operator or whoever proposed it (a voice cancel is attributed too)."""
+        """Cancel an action: by the operator or whoever proposed it (a voice cancel is attributed too).
+
+        A cancel never loses a race: the executor is asked first (it holds an action from the moment
+        of its confirmation, so one it launched ends ``cancelled`` before the spawn, or goes through
+        the ACP cancel path); an action nobody runs here is cancelled by compare-and-set, and a
+        conflict is answered by reading the action again and deciding anew, never "try again". The
+        job graph has no cycles, so this ends after at most one retry per remaining transition.
+        """
         record = await self._jobs.call(self._store.get, action_id)
         if record is None:
             return Outcome(ok=False, message="no such action", code="ACTION_UNKNOWN")
@@ -307,24 +326,48 @@ class ActionBroker:
             return await self._refuse_click(
                 action_id, user_id or 0, "ACTION_NOT_OPERATOR", "only the operator or the proposer can cancel"
             )
-        if record.status is JobStatus.RUNNING:
-            if self._on_cancel(action_id):
+        for _ in range(_CANCEL_ATTEMPTS):
+            if record.status.terminal:
+                return Outcome(
+                    ok=False,
+                    message=f"it already {record.status}",
+                    code="ACTION_ALREADY_DECIDED",
+                    action=record,
+                )
+            reply = self._on_cancel(action_id)
+            if reply is CancelReply.ACCEPTED:
                 return Outcome(ok=True, message=f"Cancelling `{action_id}`.", action=record)
-            return Outcome(
-                ok=False, message="it is running in another worker", code="ACTION_NOT_HERE", action=record
-            )
-        if record.status.terminal:
-            return Outcome(
-                ok=False, message=f"it already {record.status}", code="ACTION_ALREADY_DECIDED", action=record
-            )
-        try:
-            cancelled = await self._jobs.apply(
-                record, JobEvent.CANCEL, str(user_id), "cancelled before it ran"
-            )
-        except StaleTransition:
-            return Outcome(ok=False, message="it changed meanwhile; try again", code="STORE_CONFLICT")
-        await self._close(cancelled, f"Cancelled by <@{user_id}>.")
-        return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
+            if reply is CancelReply.FINISHING:
+                return Outcome(
+                    ok=False,
+                    message="the agent had already finished; its result follows",
+                    code="ACTION_FINISHING",
+                    action=record,
+                )
+            if record.status is JobStatus.RUNNING:
+                current = await self._jobs.call(self._store.require, action_id)
+                if current.version == record.version:
+                    return Outcome(
+                        ok=False,
+                        message="it is running in another worker",
+                        code="ACTION_NOT_HERE",
+                        action=record,
+                    )
+                record = current  # it moved on meanwhile (finished, or settled here): decide again
+                continue
+            try:
+                cancelled = await self._jobs.apply(
+                    record, JobEvent.CANCEL, str(user_id), "cancelled before it ran"
+                )
+            except StaleTransition:
+                # Confirmed, started or decided meanwhile: read what it is now and decide again.
+                record = await self._jobs.call(self._store.require, action_id)
+                continue
+            await self._close(cancelled, f"Cancelled by <@{user_id}>.")
+            return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
+        raise ActionError(
+            f"action {action_id} kept changing while it was cancelled", code="ACTION_CANCEL_RACE"
+        )
 
     async def reconcile(self, action_id: str, *, user_id: int) -> Outcome:
         """The operator has checked a quarantined workspace: free it for new actions (audited). The
@@ -349,6 +392,14 @@ class ActionBroker:
         )
 
     # --- helpers ----------------------------------------------------------------------------------
+
+    def _stale(self, guild_id: int, generation: int, voice_session_id: str | None) -> bool:
+        """Whether the voice session that heard it is gone. The generation alone is not enough: it
+        starts again at 1 after a restart, so a proposal from before it would pass; the random
+        session id does not repeat."""
+        if self._voice.generation(guild_id) != generation:
+            return True
+        return voice_session_id is not None and self._voice.session_id(guild_id) != voice_session_id
 
     async def _expire(self, record: ActionRecord, reason: str) -> ActionRecord | None:
         try:

@@ -4,6 +4,9 @@ Order, each step written to the store before its effect:
 
 1. prepare the workspace and take it (one running action per workspace; busy → ``failed``);
 2. ``confirmed → running`` (write-ahead), then spawn a fresh agent process for this action only;
+   a cancel accepted at any point before the spawn ends the action ``cancelled`` with nothing run
+   (the launch is registered before the first await, so there is no window in which a cancel finds
+   nothing to cancel);
 3. the turn driver's :class:`~openab_voice.acp.types.TurnCompletion` decides the final status
    (``outcome_unknown`` quarantines the workspace until an operator reconciles it);
 4. the full result is posted to the control text channel, and the delivery outcome recorded;
@@ -19,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openab_voice.acp.deadline import bounded
 from openab_voice.acp.driver import AgentRun
 from openab_voice.acp.types import (
-    DeliveryOutcome,
     ExecutionOutcome,
     PermissionDecision,
     TurnCompletion,
@@ -29,24 +32,26 @@ from openab_voice.acp.types import (
     Workspace,
 )
 from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.events import (
-    ActionResultPosted,
     AgentProcessStarted,
     AgentPromptSent,
     PermissionDecided,
 )
-from openab_voice.actions.jobs import EffectCeiling, JobEvent
-from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
-from openab_voice.actions.results import result_text, spoken_status
+from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.actions.ports import CancelReply, ControlChannel, VoiceSide
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError, StaleTransition
+from openab_voice.errors import ActionError, OpenabError, StaleTransition
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 
 log = logging.getLogger(__name__)
 
+
+# How long a stopped action may take to settle (store writes, quarantine, result post).
+STOP_SETTLE_S = 10.0
 
 _EVENT_FOR = {
     ExecutionOutcome.SUCCEEDED: JobEvent.SUCCEED,
@@ -66,6 +71,20 @@ class AgentSettings:
     turn_timeout_s: float
     cancel_grace_s: float
     trusted_listener_ids: frozenset[int] = frozenset()
+
+
+@dataclass(slots=True)
+class _Launch:
+    """One launched action of this process, from the confirmation until it settled.
+
+    ``cancel_requested`` is read at each step before the spawn; ``run`` exists from the moment the
+    job is ``running`` (set without an await in between, so a cancel sees one or the other).
+    """
+
+    cancel_requested: bool = False
+    run: AgentRun | None = None
+    turn_ended: bool = False  # the agent's outcome is known; a cancel can no longer change it
+    workspace: Workspace | None = None  # held in the store from here on
 
 
 class ActionExecutor:
@@ -90,8 +109,11 @@ class ActionExecutor:
         self._agent = agent
         self._bus = bus
         self._clock = clock
+        self._results = ResultDelivery(
+            self._jobs, channel=channel, voice=voice, bus=bus, clock=clock, trusted=agent.trusted_listener_ids
+        )
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._runs: dict[str, AgentRun] = {}
+        self._launches: dict[str, _Launch] = {}
         self._closed = False
 
     @property
@@ -100,26 +122,43 @@ class ActionExecutor:
 
     def launch(self, record: ActionRecord, confirmed_at: float) -> None:
         """Start a confirmed action (called by the broker right after the confirm was stored)."""
-        if self._closed or record.id in self._tasks:
+        if self._closed or record.id in self._launches:
             return
-        task = asyncio.create_task(self._execute(record, confirmed_at), name=f"action-{record.id}")
+        launch = _Launch()
+        # Registered before the task runs at all: from here on a cancel finds this action.
+        self._launches[record.id] = launch
+        task = asyncio.create_task(self._execute(record, confirmed_at, launch), name=f"action-{record.id}")
         self._tasks[record.id] = task
         task.add_done_callback(self._forget(record.id))
 
-    def cancel(self, action_id: str) -> bool:
-        """Ask a running agent to stop (ACP session/cancel, then the bounded wait, then a kill)."""
-        run = self._runs.get(action_id)
-        if run is None:
-            return False
-        key = f"cancel-{action_id}"
-        task = asyncio.create_task(run.cancel(), name=key)
-        self._tasks.setdefault(key, task)
-        task.add_done_callback(self._forget(key))
-        return True
+    def owns(self, action_id: str) -> bool:
+        """Whether this process launched ``action_id`` and has not settled it yet."""
+        return action_id in self._launches
+
+    def cancel(self, action_id: str) -> CancelReply:
+        """Cancel an action this process launched, at whatever step it is.
+
+        Before the spawn the action ends ``cancelled`` and nothing runs; once the agent runs, ACP
+        ``session/cancel``, then the bounded wait, then a kill (``ACCEPTED``). ``FINISHING`` when the
+        agent's turn already ended here, ``NOT_HERE`` when this process does not hold the action.
+        """
+        launch = self._launches.get(action_id)
+        if launch is None:
+            return CancelReply.NOT_HERE
+        if launch.turn_ended:
+            return CancelReply.FINISHING
+        launch.cancel_requested = True
+        if launch.run is not None:
+            key = f"cancel-{action_id}"
+            task = asyncio.create_task(launch.run.cancel(), name=key)
+            self._tasks.setdefault(key, task)
+            task.add_done_callback(self._forget(key))
+        return CancelReply.ACCEPTED
 
     def _forget(self, key: str) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(key, None)
+            self._launches.pop(key, None)
 
         return done
 
@@ -136,13 +175,24 @@ class ActionExecutor:
         """Stop every running agent. Their jobs stay ``running`` only if the store write fails; the next
         start-up reconciles those to ``outcome_unknown``."""
         self._closed = True
-        for run in list(self._runs.values()):
-            await run.cancel()
+        for launch in list(self._launches.values()):
+            launch.cancel_requested = True
+            if launch.run is not None:
+                await launch.run.cancel()
         await self.wait_idle()
 
     # --- one action --------------------------------------------------------------------------------
 
-    async def _execute(self, record: ActionRecord, confirmed_at: float) -> None:
+    async def _execute(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
+        try:
+            await self._steps(record, confirmed_at, launch)
+        except asyncio.CancelledError:
+            # Shutdown, the demo's end or a closing loop cancelled this task: settle the action (the
+            # same rule as any TurnCompletion), then let the cancellation go on.
+            await self._settle_stopped(record.id, launch)
+            raise
+
+    async def _steps(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
         try:
             workspace = await self._workspaces.prepare(record.id)
         except OpenabError as exc:
@@ -155,10 +205,14 @@ class ActionExecutor:
             await self._workspaces.cleanup(workspace)  # this action's fresh tree, never used
             await self._finish_unstarted(record, "ACP_WORKSPACE_BUSY", "another action holds this workspace")
             return
-        if self._closed:
+        launch.workspace = workspace
+        if self._closed or launch.cancel_requested:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._workspaces.cleanup(workspace)
-            await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
+            if launch.cancel_requested:
+                await self._cancel_unstarted(record)
+            else:
+                await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
             return
         try:
             running = await self._jobs.apply(
@@ -169,11 +223,11 @@ class ActionExecutor:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._workspaces.cleanup(workspace)
             return
-        completion = await self._run_agent(running, workspace, confirmed_at)
+        completion = await self._run_agent(running, workspace, confirmed_at, launch)
         await self._settle(running, workspace, completion)
 
     async def _run_agent(
-        self, record: ActionRecord, workspace: Workspace, confirmed_at: float
+        self, record: ActionRecord, workspace: Workspace, confirmed_at: float, launch: _Launch
     ) -> TurnCompletion:
         request = TurnRequest(
             action_id=record.id,
@@ -209,7 +263,10 @@ class ActionExecutor:
             self._store.audit("permission", actor="resolver", action_id=record.id, detail=detail)
 
         run = AgentRun(request, clock=self._clock, on_event=on_event, on_decision=on_decision)
-        self._runs[record.id] = run
+        # No await between the check and the assignment: a cancel sees the flag or the run.
+        launch.run = run
+        if launch.cancel_requested:
+            run.request_cancel()  # accepted between the running write and now: nothing is spawned
         try:
             return await run.run()
         except Exception as exc:  # a driver bug after the job was marked running: nobody knows what ran
@@ -226,7 +283,7 @@ class ActionExecutor:
                 quarantined=True,
             )
         finally:
-            self._runs.pop(record.id, None)
+            launch.turn_ended = True
 
     async def _settle(self, record: ActionRecord, workspace: Workspace, completion: TurnCompletion) -> None:
         event = _EVENT_FOR[completion.execution]
@@ -240,14 +297,92 @@ class ActionExecutor:
             error_code=completion.error_code,
             detail=completion.detail,
         )
+        self._launches.pop(record.id, None)  # settled: a cancel now reads the final status
         if completion.quarantined:
-            await self._jobs.call(
-                self._store.quarantine_workspace, workspace.id, action_id=record.id, reason=completion.detail
-            )
-            await asyncio.to_thread(self._workspaces.quarantine, workspace, completion.detail)
+            await self._quarantine(record, workspace, completion.detail)
         else:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
-        await self._deliver(final, completion)
+        await self._results.deliver(final, completion)
+
+    async def _settle_stopped(self, action_id: str, launch: _Launch) -> None:
+        """Settle an action whose task was cancelled, shielded and bounded; never raises.
+
+        Shielded: the settlement is its own task, so a second cancel of the caller cannot interrupt
+        it halfway (a job left ``running``, a workspace left ``busy``). Bounded: a store or Discord
+        that does not answer cannot hold shutdown up; what is left then is reconciled at start-up.
+        """
+        settle = asyncio.ensure_future(self._settle_stopped_now(action_id, launch))
+        key = f"settle-{action_id}"
+        self._tasks[key] = settle
+        settle.add_done_callback(self._forget(key))
+        try:
+            finished, _ = await bounded(self._clock, STOP_SETTLE_S, asyncio.shield(settle))
+        except asyncio.CancelledError:
+            return  # cancelled again: the shielded settlement goes on by itself
+        except Exception:
+            log.exception("settling stopped action %s failed", action_id)
+            return
+        if not finished:
+            log.warning("settling stopped action %s took over %.0f s", action_id, STOP_SETTLE_S)
+
+    async def _settle_stopped_now(self, action_id: str, launch: _Launch) -> None:
+        record = await self._jobs.call(self._store.require, action_id)
+        run, workspace = launch.run, launch.workspace
+        launch.turn_ended = True
+        if record.status.terminal:
+            if workspace is not None:  # stopped after the final write: the workspace may still be held
+                if record.status is JobStatus.OUTCOME_UNKNOWN:
+                    await self._quarantine(record, workspace, record.detail or "outcome unknown")
+                else:
+                    await self._jobs.call(self._store.release_workspace, workspace.id, action_id=action_id)
+            return
+        if record.status is JobStatus.CONFIRMED or workspace is None:
+            if workspace is not None:
+                await self._jobs.call(self._store.release_workspace, workspace.id, action_id=action_id)
+                await self._workspaces.cleanup(workspace)
+            why = "stopped before the agent was started; nothing ran"
+            try:
+                final = await self._jobs.apply(record, JobEvent.CANCEL, "system", why, detail=why)
+            except (StaleTransition, ActionError):
+                return  # decided meanwhile (or not cancellable any more): that stands
+            self._launches.pop(action_id, None)
+            await self._results.deliver(final, _unstarted(action_id, ExecutionOutcome.CANCELLED, None, why))
+            return
+        # Running. Once the prompt may have been sent nobody knows what the agent did.
+        sent = run is not None and run.prompt_sent
+        why = (
+            "stopped while the agent was working (the prompt had been sent); its process group was killed"
+            if sent
+            else "stopped before the prompt was sent; nothing was asked of the agent"
+        )
+        completion = TurnCompletion(
+            action_id=action_id,
+            execution=ExecutionOutcome.OUTCOME_UNKNOWN if sent else ExecutionOutcome.CANCELLED,
+            stop_reason=None,
+            output="",
+            error_code="ACTION_STOPPED" if sent else None,
+            detail=why,
+            prompt_sent=sent,
+            permission_decisions=(),
+            quarantined=sent,
+        )
+        await self._settle(record, workspace, completion)
+
+    async def _quarantine(self, record: ActionRecord, workspace: Workspace, reason: str) -> None:
+        await self._jobs.call(
+            self._store.quarantine_workspace, workspace.id, action_id=record.id, reason=reason
+        )
+        await asyncio.to_thread(self._workspaces.quarantine, workspace, reason)
+
+    async def _cancel_unstarted(self, record: ActionRecord) -> None:
+        """A cancel accepted before the running write: ``confirmed → cancelled``, and say so in text."""
+        why = "cancelled before the agent was started; nothing ran"
+        try:
+            final = await self._jobs.apply(record, JobEvent.CANCEL, "system", why, detail=why)
+        except StaleTransition:
+            return  # the broker cancelled it itself meanwhile: that stands, and nothing ran
+        self._launches.pop(record.id, None)
+        await self._results.deliver(final, _unstarted(record.id, ExecutionOutcome.CANCELLED, None, why))
 
     async def _finish_unstarted(self, record: ActionRecord, code: str, why: str) -> None:
         """Nothing was spawned: ``confirmed → failed`` with the reason, and say so in text."""
@@ -255,56 +390,24 @@ class ActionExecutor:
             final = await self._jobs.apply(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
         except StaleTransition:
             return  # cancelled meanwhile: that stands, and nothing ran
+        self._launches.pop(record.id, None)
 
-        completion = TurnCompletion(
-            action_id=record.id,
-            execution=ExecutionOutcome.FAILED,
-            stop_reason=None,
-            output="",
-            error_code=code,
-            detail=why,
-            prompt_sent=False,
-            permission_decisions=(),
-            quarantined=False,
-        )
-        await self._deliver(final, completion)
+        await self._results.deliver(final, _unstarted(record.id, ExecutionOutcome.FAILED, code, why))
 
-    async def _deliver(self, record: ActionRecord, completion: TurnCompletion) -> None:
-        text = result_text(
-            action_id=record.id,
-            goal=record.goal,
-            execution=completion.execution.value,
-            output=completion.output,
-            detail=completion.detail if completion.execution is not ExecutionOutcome.SUCCEEDED else "",
-        )
-        try:
-            count = await self._channel.post_result(
-                channel_id=record.text_channel_id, parts=text.parts, attachment=text.attachment
-            )
-            delivery = DeliveryOutcome.DELIVERED
-        except DeliveryFailed:
-            count, delivery = 0, DeliveryOutcome.FAILED
-        # The delivery outcome is recorded beside the execution outcome, never instead of it.
-        await self._jobs.call(
-            self._store.update, record.id, expected_version=record.version, delivery_outcome=delivery.value
-        )
-        self._bus.publish(
-            ActionResultPosted(
-                at=self._clock.monotonic(),
-                action_id=record.id,
-                execution=completion.execution.value,
-                delivered=delivery is DeliveryOutcome.DELIVERED,
-                messages=count,
-            )
-        )
-        if delivery is not DeliveryOutcome.DELIVERED:
-            return  # no speech about a result nobody can read
-        listeners = self._voice.listeners(record.guild_id) or frozenset()
-        trusted = bool(listeners) and listeners <= self._agent.trusted_listener_ids
-        speech = spoken_status(
-            execution=completion.execution.value, output=completion.output, all_trusted=trusted
-        )
-        await self._voice.say(record.guild_id, speech)
+
+def _unstarted(action_id: str, execution: ExecutionOutcome, code: str | None, why: str) -> TurnCompletion:
+    """The completion of an action whose agent was never spawned (nothing was asked of it)."""
+    return TurnCompletion(
+        action_id=action_id,
+        execution=execution,
+        stop_reason=None,
+        output="",
+        error_code=code,
+        detail=why,
+        prompt_sent=False,
+        permission_decisions=(),
+        quarantined=False,
+    )
 
 
 def _decision_dict(decision: PermissionDecision) -> dict[str, Any]:

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.requests import ActionRequest, Outcome
+from openab_voice.actions.speech import ActionStatusView, while_status
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.engine.events import TranscriptFinal
+from openab_voice.engine.expiry import SpeechCause
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,12 @@ ACK_REFUSED = {
     "ACTION_NOT_OPERATOR": "Only the operator can ask me for tasks.",
     "ACTION_DELIVERY_FAILED": "I could not post the task to the text channel, so it will not run.",
 }
+
+
+class Say(Protocol):
+    """Speaks a short line after what is playing; ``cause`` says until when it is still true."""
+
+    async def __call__(self, text: str, *, cause: SpeechCause | None = None) -> None: ...
 
 
 class TaskPhraseIntake:
@@ -38,7 +47,9 @@ class TaskPhraseIntake:
         facts: the session's trusted facts.
         session_id: only this session's transcripts count.
         wake_name: returns the current wake name (it may be said before the phrase).
-        say: speaks a short acknowledgment (no-op when the bot cannot speak).
+        say: speaks a short acknowledgment (no-op when the bot cannot speak). The proposal's
+            acknowledgment carries a cause: it is dropped, not said late, once the operator has
+            decided (or the action otherwise moved on) before its turn came.
     """
 
     def __init__(
@@ -49,7 +60,7 @@ class TaskPhraseIntake:
         facts: SessionFacts,
         session_id: str,
         wake_name: Callable[[], str | None],
-        say: Callable[[str], Awaitable[None]],
+        say: Say,
     ) -> None:
         self._broker = broker
         self._facts = facts
@@ -57,6 +68,7 @@ class TaskPhraseIntake:
         self._wake_name = wake_name
         self._say = say
         self._tasks: set[asyncio.Task[None]] = set()
+        self._statuses = ActionStatusView(bus)
         self._sub: Subscription = bus.subscribe(TranscriptFinal, self._on_final)
 
     def claims(self, text: str) -> bool:
@@ -78,6 +90,7 @@ class TaskPhraseIntake:
             voice_channel_id=self._facts.voice_channel_id,
             text_channel_id=self._facts.text_channel_id,
             session_generation=self._facts.generation,
+            voice_session_id=self._facts.session_id,
             speaker_id=int(event.speaker_id) if event.speaker_id.isdigit() else None,
         )
         task = asyncio.create_task(self._propose(request), name=f"task-phrase-{event.utterance_id}")
@@ -90,8 +103,9 @@ class TaskPhraseIntake:
         except Exception:  # the store or Discord failed: logged; the request is not silently retried
             log.exception("task phrase proposal failed")
             return
-        if outcome.ok and outcome.created:
-            await self._say(ACK_PROPOSED)  # a repeated utterance (same id) is not acknowledged twice
+        if outcome.ok and outcome.created and outcome.action is not None:
+            # A repeated utterance (same id) is not acknowledged twice.
+            await self._say(ACK_PROPOSED, cause=while_status(self._statuses, outcome.action))
         elif outcome.code in ACK_REFUSED:
             await self._say(ACK_REFUSED[outcome.code])
 
@@ -99,3 +113,4 @@ class TaskPhraseIntake:
         self._sub.close()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._statuses.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from openab_voice.errors import ActionError
@@ -29,6 +30,14 @@ def parse_button_id(custom_id: str) -> tuple[str, str] | None:
     if len(parts) != 4 or ":".join(parts[:2]) != CUSTOM_ID_PREFIX or parts[2] not in (CONFIRM, REJECT):
         return None
     return parts[2], parts[3]
+
+
+class CancelReply(StrEnum):
+    """The executor's answer to a cancel of an action (``ActionExecutor.cancel``)."""
+
+    ACCEPTED = "accepted"  # it will end cancelled before the spawn, or through the ACP cancel path
+    FINISHING = "finishing"  # the agent's turn already ended here; its outcome is being recorded
+    NOT_HERE = "not_here"  # this process does not hold the action
 
 
 class DeliveryFailed(ActionError):
@@ -80,6 +89,10 @@ class VoiceSide(Protocol):
 
     def generation(self, guild_id: int) -> int | None:
         """The current voice-session generation of ``guild_id`` (None when not connected)."""
+        ...
+
+    def session_id(self, guild_id: int) -> str | None:
+        """The random id of the guild's current voice session (None when not connected)."""
         ...
 
     def listeners(self, guild_id: int) -> frozenset[int] | None:

@@ -26,8 +26,10 @@ class ActionRequest:
     """A proposal as it reaches the broker.
 
     ``goal`` and ``effect_hint`` come from the model or the transcript (untrusted); everything else
-    from the bot's own state. ``call_id`` is the provider's id for the call (or the utterance id for
-    the task phrase): the idempotency key.
+    from the bot's own state. The idempotency key is ``voice_session_id`` plus ``call_id`` (the
+    provider's id for the call, or the utterance id for the task phrase): the voice session id is
+    random per join, so the key stays unique across restarts, where the generation and utterance
+    counters start again at 1.
     """
 
     goal: str
@@ -38,7 +40,13 @@ class ActionRequest:
     voice_channel_id: int | None
     text_channel_id: int
     session_generation: int
+    voice_session_id: str
     speaker_id: int | None
+
+    @property
+    def idempotency_key(self) -> str:
+        """Durable identity of this request: the same call heard twice is the same action."""
+        return f"{self.source}:{self.guild_id}:{self.voice_session_id}:{self.call_id}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -79,6 +79,7 @@ class SessionFacts:
     voice_channel_id: int | None
     text_channel_id: int
     generation: int
+    session_id: str
 
 
 def register_action_tools(registry: ToolRegistry, broker: ActionBroker, facts: SessionFacts) -> None:
@@ -97,6 +98,7 @@ def register_action_tools(registry: ToolRegistry, broker: ActionBroker, facts: S
             voice_channel_id=facts.voice_channel_id,
             text_channel_id=facts.text_channel_id,
             session_generation=facts.generation,
+            voice_session_id=facts.session_id,
             speaker_id=_int_or_none(context.speaker_id),
         )
         return _outcome(await broker.propose(request))

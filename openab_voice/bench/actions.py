@@ -100,6 +100,7 @@ async def _bot_trials(trials: int, data_dir: Path) -> dict[str, Any]:
                     voice_channel_id=h.emulator.voice_channel_id,
                     text_channel_id=h.emulator.text_channel_id,
                     session_generation=h.session.generation,
+                    voice_session_id=h.session.id,
                     speaker_id=OPERATOR,
                 )
                 started = clock.monotonic()

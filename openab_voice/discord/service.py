@@ -51,6 +51,11 @@ class VoiceService:
         session = self._sessions.get(guild_id)
         return None if session is None else session.generation
 
+    def session_id(self, guild_id: int) -> str | None:
+        """The random id of ``guild_id``'s current voice session (None when not connected)."""
+        session = self._sessions.get(guild_id)
+        return None if session is None else session.id
+
     def listeners(self, guild_id: int) -> frozenset[int] | None:
         session = self._sessions.get(guild_id)
         return None if session is None else session.listeners()

@@ -35,6 +35,7 @@ def insert(session: Session, new: NewAction, *, now: float) -> ActionRecord:
         voice_channel_id=new.voice_channel_id,
         text_channel_id=new.text_channel_id,
         session_generation=new.session_generation,
+        voice_session_id=new.voice_session_id,
         proposed_by=new.proposed_by,
         workspace_id=new.workspace_id,
         created_at=now,

@@ -26,6 +26,7 @@ def action_record(row: Action) -> ActionRecord:
         voice_channel_id=row.voice_channel_id,
         text_channel_id=row.text_channel_id,
         session_generation=row.session_generation,
+        voice_session_id=row.voice_session_id,
         proposed_by=row.proposed_by,
         proposal_message_id=row.proposal_message_id,
         confirmed_by=row.confirmed_by,

@@ -55,6 +55,9 @@ class Action(Base):
     voice_channel_id: Mapped[int | None] = mapped_column(BigInteger)
     text_channel_id: Mapped[int] = mapped_column(BigInteger)
     session_generation: Mapped[int] = mapped_column(Integer)
+    # The random id of the voice session that heard the request: durable across restarts, where the
+    # generation counter starts again at 1.
+    voice_session_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
     proposed_by: Mapped[int] = mapped_column(BigInteger)
     proposal_message_id: Mapped[int | None] = mapped_column(BigInteger)
     confirmed_by: Mapped[int | None] = mapped_column(BigInteger)

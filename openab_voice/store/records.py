@@ -32,6 +32,8 @@ class NewAction:
         guild_id: Discord guild the request came from.
         text_channel_id: Control channel where the proposal is posted.
         session_generation: Voice-session generation that minted the request.
+        voice_session_id: Random id of that voice session (unique across restarts, unlike the
+            generation), or None for a request from no voice session.
         proposed_by: Discord user id of the speaker.
         expires_at: Wall-clock epoch seconds after which an unconfirmed proposal expires.
         voice_channel_id: Voice channel of the speaker, if any.
@@ -50,6 +52,7 @@ class NewAction:
     voice_channel_id: int | None = None
     workspace_id: str | None = None
     idempotency_key: str | None = None
+    voice_session_id: str | None = None
 
 
 class ActionFields(TypedDict, total=False):
@@ -80,6 +83,7 @@ class ActionRecord:
     voice_channel_id: int | None
     text_channel_id: int
     session_generation: int
+    voice_session_id: str | None
     proposed_by: int
     proposal_message_id: int | None
     confirmed_by: int | None

@@ -28,6 +28,8 @@ from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.engine.events import TranscriptFinal
+from openab_voice.store.database import open_engine
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.wire import JsonObject
@@ -253,3 +255,51 @@ async def test_long_results_are_split_or_attached_and_delivered(
         == 1
     )
     assert h.emulator.messages()[-1]["content"].endswith("(full output attached)")
+
+
+async def test_a_spoken_task_after_a_restart_on_the_same_store_is_proposed(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Issue 10, finding 2: after a restart the voice-session generation and the utterance numbers
+    start again at 1, so the second process's first task had the same idempotency key as the first
+    process's and vanished (no proposal, no message, no audit row). The key now holds the voice
+    session's random id."""
+    goals = ("write the changelog.", "update the changelog.")
+    for goal in goals:  # two processes, one after the other, on one store and one data dir
+        clock, bus = SystemClock(), EventBus()
+        settings = load_settings(
+            {},
+            transcription_enabled=False,
+            actions_enabled=True,
+            operator_user_id=OPERATOR,
+            acp_agent_command=agent(),
+            database_url=db_url,
+            data_dir=tmp_path / "data",
+        )
+        plane = build_action_plane(settings, bus=bus, clock=clock)
+        assert plane is not None
+        try:
+            async with BotOnEmulator(
+                settings,
+                EmulatorConfig(dave=False),
+                users={OPERATOR: "olivia"},
+                clock=clock,
+                bus=bus,
+                actions=plane,
+            ) as h:
+                assert h.session.generation == 1
+                say(h, OPERATOR, f"Start a task: {goal}", 1)  # utterance "1001-1" both times
+                await until(lambda h=h: bool(proposals(h)), f"the proposal of {goal!r}")
+                assert goal in str(proposals(h)[0]["content"])
+        finally:
+            plane.store.close()
+
+    store = JobStore(open_engine(db_url), SystemClock())
+    try:
+        actions = store.recent(limit=10)
+        assert sorted(a.goal for a in actions) == sorted(goals)
+        assert len({a.idempotency_key for a in actions}) == 2
+        assert len({a.voice_session_id for a in actions}) == 2
+        assert len(store.audit_entries(kind="proposed")) == 2
+    finally:
+        store.close()

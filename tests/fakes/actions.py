@@ -32,6 +32,7 @@ from openab_voice.actions.ports import DeliveryFailed, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
 from openab_voice.bus import Event, EventBus
 from openab_voice.clock import Clock
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 
@@ -44,6 +45,7 @@ VOICE_CHANNEL = 1_234_567_890_123_456_791
 OPERATOR = 111_222_333_444_555_666
 STRANGER = 999_888_777_666_555_444
 GENERATION = 7
+VOICE_SESSION = "5e55100000aa"  # a voice session's random id
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,7 @@ class FakeVoiceSide:
 
     Attributes:
         current_generation: what ``generation`` answers for every guild (None: not connected).
+        current_session: what ``session_id`` answers for every guild.
         present: what ``listeners`` answers for every guild.
     """
 
@@ -182,10 +185,14 @@ class FakeVoiceSide:
     ) -> None:
         self.log = log
         self.current_generation = generation
+        self.current_session: str | None = VOICE_SESSION
         self.present = frozenset({OPERATOR}) if listeners is None else listeners
 
     def generation(self, guild_id: int) -> int | None:
         return self.current_generation
+
+    def session_id(self, guild_id: int) -> str | None:
+        return self.current_session if self.current_generation is not None else None
 
     def listeners(self, guild_id: int) -> frozenset[int] | None:
         return self.present
@@ -194,9 +201,10 @@ class FakeVoiceSide:
         self.log.record("voice", "say", guild_id=guild_id, text=text)
         return True
 
-    async def announce(self, text: str) -> None:
-        """The voice session's acknowledgment callable (what ``TaskPhraseIntake`` gets as ``say``)."""
-        self.log.record("voice", "say", guild_id=None, text=text)
+    async def announce(self, text: str, *, cause: SpeechCause | None = None) -> None:
+        """The voice session's acknowledgment callable (what ``TaskPhraseIntake`` gets as ``say``);
+        ``cause`` is recorded for the test to check."""
+        self.log.record("voice", "say", guild_id=None, text=text, cause=cause)
 
 
 # --- the plane on a real store and a real agent -------------------------------------------------
@@ -242,6 +250,7 @@ def request(
     speaker: int | None = OPERATOR,
     call_id: str = "turn-1:call-1",
     generation: int = GENERATION,
+    voice_session: str = VOICE_SESSION,
     source: str = "tool",
     effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE,
 ) -> ActionRequest:
@@ -255,6 +264,7 @@ def request(
         voice_channel_id=VOICE_CHANNEL,
         text_channel_id=TEXT_CHANNEL,
         session_generation=generation,
+        voice_session_id=voice_session,
         speaker_id=speaker,
     )
 
@@ -277,17 +287,19 @@ async def plane_rig(
     log: CallLog | None = None,
     repo: Path | None = None,
     git: str = "git",
+    store_class: type[JobStore] = JobStore,
 ) -> AsyncIterator[PlaneRig]:
     """The plane as the app builds it, bound to fakes; closed (plane, then store) on exit.
 
     ``repo`` makes every workspace a git worktree of it (one shared workspace id); ``git`` is the
-    git executable the workspace manager runs.
+    git executable the workspace manager runs; ``store_class`` may be a gated store
+    (``tests/fakes/gates.py``).
     """
     log = log if log is not None else (channel.log if channel is not None else CallLog())
     channel = channel if channel is not None else FakeControlChannel(log)
     voice = FakeVoiceSide(log, listeners=listeners)
     upgrade(url)
-    store = JobStore(open_engine(url), clock)
+    store = store_class(open_engine(url), clock)
     workspaces = WorkspaceManager(root / "ws", repo, clock=clock, git=git)
     bus = EventBus()
     plane = ActionPlane(

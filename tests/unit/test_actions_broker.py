@@ -166,6 +166,24 @@ async def test_click_from_a_stale_voice_session_is_refused(db_url: str, tmp_path
         assert rig.executor.running == []
 
 
+async def test_click_after_a_restart_on_a_proposal_of_the_old_process_is_refused(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The generation counter starts again after a restart, so the old proposal's generation matches
+    the new session's; its random voice session id does not."""
+    async with plane_rig(db_url, tmp_path, clock=FakeClock()) as rig:
+        action_id = await proposed(rig)
+        rig.voice.current_session = "0123456789ab"  # the new process's session, same generation
+
+        outcome = await rig.broker.click(
+            decision=CONFIRM, action_id=action_id, user_id=OPERATOR, message_id=None
+        )
+
+        assert not outcome.ok and outcome.code == "ACTION_STALE_SESSION"
+        assert rig.store.require(action_id).status is JobStatus.EXPIRED
+        assert rig.executor.running == []
+
+
 async def test_request_from_a_stale_or_foreign_source_is_never_stored(db_url: str, tmp_path: Path) -> None:
     async with plane_rig(db_url, tmp_path, clock=FakeClock()) as rig:
         stale = await rig.broker.propose(request(generation=GENERATION - 1))

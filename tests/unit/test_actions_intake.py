@@ -24,6 +24,7 @@ from tests.fakes.actions import (
     STRANGER,
     TEXT_CHANNEL,
     VOICE_CHANNEL,
+    VOICE_SESSION,
     PlaneRig,
     plane_rig,
     request,
@@ -31,7 +32,11 @@ from tests.fakes.actions import (
 
 SESSION = "voice-session-1"
 FACTS = SessionFacts(
-    guild_id=GUILD, voice_channel_id=VOICE_CHANNEL, text_channel_id=TEXT_CHANNEL, generation=GENERATION
+    guild_id=GUILD,
+    voice_channel_id=VOICE_CHANNEL,
+    text_channel_id=TEXT_CHANNEL,
+    generation=GENERATION,
+    session_id=VOICE_SESSION,
 )
 _UTTERANCES: Iterator[int] = itertools.count(1)
 

@@ -27,12 +27,17 @@ from tests.fakes.actions import (
     STRANGER,
     TEXT_CHANNEL,
     VOICE_CHANNEL,
+    VOICE_SESSION,
     PlaneRig,
     plane_rig,
 )
 
 FACTS = SessionFacts(
-    guild_id=GUILD, voice_channel_id=VOICE_CHANNEL, text_channel_id=TEXT_CHANNEL, generation=GENERATION
+    guild_id=GUILD,
+    voice_channel_id=VOICE_CHANNEL,
+    text_channel_id=TEXT_CHANNEL,
+    generation=GENERATION,
+    session_id=VOICE_SESSION,
 )
 
 
