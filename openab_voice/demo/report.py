@@ -5,8 +5,8 @@ Times in the report are seconds since the bot's voice connection came up (``Voic
 
 Besides the summary, the report keeps the timeline that ``report_html`` draws: each speaker's speech
 segments (the front end's speech start/end), partial and final transcripts, turn decisions, echo-gate
-verdicts, the bot's playback (matched to the turn that spoke it), barge-ins and each action's
-transitions. Speech and transcript spans are in audio time; everything else is when it was published.
+verdicts, the bot's playback (matched to the turn that spoke it), speech dropped as stale, barge-ins,
+transcription backlog and each action's transitions. Speech and transcript spans are in audio time; everything else is when it was published.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
     LatencyMeasured,
+    SpeechDropped,
     TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptionBacklog,
     TranscriptPartial,
     TurnAccepted,
     TurnIgnored,
@@ -62,6 +64,8 @@ class ReportBuilder:
         self._gate: list[dict[str, Any]] = []
         self._interruptions: list[dict[str, Any]] = []
         self._playback: dict[str, dict[str, Any]] = {}  # utterance id -> entry, in start order
+        self._dropped: list[dict[str, Any]] = []
+        self._backlog: list[dict[str, Any]] = []
         self._dialogue: tuple[str, str | None] = ("idle", None)  # (state, turn id) now
         self._last = 0.0  # latest time seen, seconds since connect: the timeline's extent
         self._sub = bus.subscribe(Event, self._on_event)
@@ -191,6 +195,27 @@ class ReportBuilder:
                         "confidence": round(event.confidence, 3),
                     }
                 )
+            case SpeechDropped():
+                self._dropped.append(
+                    {
+                        "at": self._since(event.at),
+                        "turn_id": event.turn_id,
+                        "text": event.text,
+                        "cause": event.cause,
+                        "reason": event.reason,
+                        "point": event.point,
+                    }
+                )
+            case TranscriptionBacklog():
+                self._backlog.append(
+                    {
+                        "at": self._since(event.at),
+                        "waiting": event.waiting,
+                        "talking": event.talking,
+                        "partials_shed": event.partials_shed,
+                        "oldest_wait_ms": round(event.oldest_wait_ms, 1),
+                    }
+                )
             case PlaybackStarted():
                 state, turn_id = self._dialogue
                 self._playback[event.utterance_id] = {
@@ -270,6 +295,8 @@ class ReportBuilder:
             "echo_gate": list(self._gate),
             "interruptions": list(self._interruptions),
             "playback": [dict(p) for p in self._playback.values()],
+            "speech_dropped": list(self._dropped),
+            "transcription_backlog": list(self._backlog),
         }
 
     def close(self) -> None:

@@ -185,6 +185,9 @@ def _speaker_lane(
         if "at" in t:
             ax.plot([t["at"]], [2.38], marker="v", color="black", markersize=4, linestyle="none")
             legend.marker("final published", marker="v", color="black", markersize=4)
+    for d in (d for d in report.get("discarded", []) if d["speaker"] == uid):
+        ax.plot([d["at"]], [2], marker="s", color=GREY, markersize=4, linestyle="none")
+        legend.marker("utterance discarded (no usable text)", marker="s", color=GREY, markersize=4)
     for p in (p for p in report.get("partials", []) if p["speaker"] == uid):
         color = "#555555" if p["stable"] else "#BBBBBB"
         ax.plot([p["at"]], [1.6], marker="|", color=color, markersize=7, linestyle="none")
@@ -229,6 +232,9 @@ def _bot_lane(ax: Axes, bot: str, report: Mapping[str, Any], end: float, legend:
         if u.get("utterance_id") is None and "at" in u:
             ax.plot([u["at"]], [2], marker="X", color=VERMILION, markersize=8, linestyle="none")
             legend.marker("cut: the rest was never heard", marker="X", color=VERMILION, markersize=8)
+    for d in report.get("speech_dropped", []):
+        ax.plot([d["at"]], [2], marker="D", color=PURPLE, markersize=6, linestyle="none")
+        legend.marker("stale speech dropped (never said)", marker="D", color=PURPLE, markersize=6)
     for s, stop in _spans(report.get("states", []), end):
         rect = _bar(ax, s["at"], stop, 1, 0.55, color=STATE_COLORS.get(s["state"], GREY), linewidth=0)
         _label(ax, s["at"], stop, 1, s["state"], clip=rect)

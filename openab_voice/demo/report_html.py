@@ -195,6 +195,11 @@ def _conversation_section(report: Mapping[str, Any], names: Mapping[str, str], b
         rows.append(
             (at, [_seconds(at), _e(bot_name), _split_heard(u["text"], u["spoken_text"]), _e(note)], True)
         )
+    for d in report.get("speech_dropped", []):
+        note = f"dropped before it was said ({d['point']}): {d['cause']}: {d['reason']}"
+        rows.append(
+            (float(d["at"]), [_seconds(d["at"]), _e(bot_name), f"<del>{_e(d['text'])}</del>", _e(note)], True)
+        )
     rows.sort(key=lambda r: r[0])
     body = "".join(
         ('<tr class="bot">' if bot else "<tr>") + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
@@ -241,7 +246,21 @@ def _speakers_section(report: Mapping[str, Any], names: Mapping[str, str]) -> st
     ]
     return (
         '<section id="speakers"><h2>Speakers: receive</h2>'
-        f"{_table(headers, rows, numeric=(2, 3, 4, 5, 7, 8))}</section>"
+        f"{_table(headers, rows, numeric=(2, 3, 4, 5, 7, 8))}{_backlog(report.get('transcription_backlog', []))}"
+        "</section>"
+    )
+
+
+def _backlog(samples: Sequence[Mapping[str, Any]]) -> str:
+    """One sentence on whether transcription kept up with the talkers."""
+    if not any(s["waiting"] for s in samples):
+        return "<p>Transcription kept up: no final ever waited for a decoder.</p>"
+    busiest = max(samples, key=lambda s: (s["waiting"], s["oldest_wait_ms"]))
+    shed = max(s["partials_shed"] for s in samples)
+    return (
+        f"<p>Transcription fell behind: up to {_e(busiest['waiting'])} final(s) waited for a decoder (the oldest "
+        f"{_e(busiest['oldest_wait_ms'])} ms, at {_seconds(busiest['at'])} s); {_e(shed)} partial decode(s) "
+        "were shed to let finals through.</p>"
     )
 
 

@@ -2,7 +2,7 @@
 
 alice asks, the bot answers in full; bob says something not addressed to the bot; alice barges in on
 the second answer (cut after its first sentence); an echo onset is rejected; alice's task is proposed,
-confirmed and succeeds. Times are seconds after ``VoiceConnected`` (at monotonic 100.0).
+confirmed and succeeds, and its stale "waiting for confirmation" announcement is dropped. Times are seconds after ``VoiceConnected`` (at monotonic 100.0).
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
     LatencyMeasured,
+    SpeechDropped,
+    TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptionBacklog,
     TranscriptPartial,
     TurnAccepted,
     TurnIgnored,
@@ -36,6 +39,7 @@ T0 = 100.0
 NAMES = {"1001": "alice", "1002": "bob"}
 ANSWER = "Paris is the capital of France."
 STORY = "Once there was a friendly robot. It helped everyone in town."
+STALE = "The task is in the text channel, waiting for confirmation."
 TASK_GOAL = "Add a short readme file to the workspace."
 
 
@@ -160,6 +164,9 @@ def demo_events(*, alice_question: str = "Jarvis, what is the capital of France?
         TurnIgnored(
             at=T0 + 11.4, speaker_id="1002", text="I think the robot story was nice.", reason="not_addressed"
         ),
+        TranscriptionBacklog(at=T0 + 11.2, waiting=1, talking=0, partials_shed=3, oldest_wait_ms=200.0),
+        TranscriptionBacklog(at=T0 + 11.4, waiting=0, talking=0, partials_shed=3, oldest_wait_ms=0.0),
+        TranscriptDiscarded(at=T0 + 11.6, speaker_id="1002", utterance_id="1002:2", reason="no_speech"),
         _gate("1001", 12.0, accepted=True, bot_speaking=False),
         *_utterance("1001", "1001:2", "Jarvis, tell me a short story.", 12.0, 13.8),
         TurnAccepted(
@@ -221,6 +228,14 @@ def demo_events(*, alice_question: str = "Jarvis, what is the capital of France?
             decision={"kind": "edit", "title": "Write README.md", "option_kind": "allow_once"},
         ),
         _action(22.0, "succeeded", "running", "executor"),
+        SpeechDropped(
+            at=T0 + 22.1,
+            turn_id="announce-1",
+            text=STALE,
+            cause="action a-1f2e3d4c delivered",
+            reason="the action is succeeded now",
+            point="queued",
+        ),
         ReceiveStatsUpdated(
             at=T0 + 22.5,
             speakers={

@@ -12,7 +12,7 @@ import pytest
 from openab_voice.cli import main
 from openab_voice.demo.report_html import html_path_for, render_html, require_renderer
 from openab_voice.errors import ProviderUnavailable
-from tests.fakes.demo_report import ANSWER, STORY, T0, demo_events, demo_report
+from tests.fakes.demo_report import ANSWER, STALE, STORY, T0, demo_events, demo_report
 
 HOSTILE = (
     "Jarvis </td></tr></table><script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -114,6 +114,21 @@ def test_the_report_keeps_each_speakers_timeline(caplog: pytest.LogCaptureFixtur
         (22.0, "succeeded", "running"),
     ]
     assert report["metrics"]["barge_in_ms"] == [100.0]
+    assert report["speech_dropped"] == [
+        {
+            "at": 22.1,
+            "turn_id": "announce-1",
+            "text": STALE,
+            "cause": "action a-1f2e3d4c delivered",
+            "reason": "the action is succeeded now",
+            "point": "queued",
+        }
+    ]
+    assert [(b["at"], b["waiting"], b["partials_shed"]) for b in report["transcription_backlog"]] == [
+        (11.2, 1, 3),
+        (11.4, 0, 3),
+    ]
+    assert report["discarded"] == [{"speaker": "1002", "at": 11.6, "reason": "no_speech"}]
 
 
 def test_a_speech_end_without_its_start_still_spans_its_audio() -> None:
@@ -187,6 +202,8 @@ def test_the_page_has_every_section_and_chart() -> None:
     assert "12345 67890 13579" in page  # the DAVE privacy code
     # The bot's cut answer: the heard sentence plain, the unheard rest struck through.
     assert "Once there was a friendly robot.<del> It helped everyone in town.</del>" in page
+    assert f"<del>{STALE}</del>" in page and "dropped before it was said (queued)" in page
+    assert "up to 1 final(s) waited for a decoder (the oldest 200.0 ms, at 11.20 s); 3 partial" in page
     # Self-contained: nothing is fetched from anywhere.
     lowered = page.lower()
     assert 'http-equiv="content-security-policy" content="default-src &#x27;none&#x27;' in lowered
