@@ -9,7 +9,7 @@ from __future__ import annotations
 from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnCompletion
 from openab_voice.actions.events import ActionResultPosted
 from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
-from openab_voice.actions.results import result_text, spoken_status
+from openab_voice.actions.results import refusals, result_text, spoken_status
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
@@ -47,12 +47,14 @@ class ResultDelivery:
 
     async def deliver(self, record: ActionRecord, completion: TurnCompletion) -> None:
         """Post ``completion`` as ``record``'s result, store the delivery outcome, then speak the status."""
+        refused = refusals(completion.permission_decisions, record.effect_ceiling or record.effect_hint)
         text = result_text(
             action_id=record.id,
             goal=record.goal,
             execution=completion.execution.value,
             output=completion.output,
             detail=completion.detail if completion.execution is not ExecutionOutcome.SUCCEEDED else "",
+            refused=refused,
         )
         try:
             count = await self._channel.post_result(
@@ -82,6 +84,9 @@ class ResultDelivery:
         listeners = self._voice.listeners(record.guild_id) or frozenset()
         trusted = bool(listeners) and listeners <= self._trusted
         speech = spoken_status(
-            execution=completion.execution.value, output=completion.output, all_trusted=trusted
+            execution=completion.execution.value,
+            output=completion.output,
+            all_trusted=trusted,
+            refused=refused,
         )
         await self._voice.say(record.guild_id, speech)

@@ -3,12 +3,19 @@
 Text is the audit record: the full agent output is posted (split under Discord's 2,000-character
 message limit, or attached as a file when it would take more than a few messages) before any speech.
 The voice says only the status unless every listener is trusted.
+
+Both are honest about refusals: when the fail-closed resolver refused some of the agent's
+permission requests, the text names each one (tool, what it needed, the ceiling) and the voice says
+"done, but 1 of its 2 permission requests was refused"; a turn whose every request was refused is
+never a plain "done" (the agent ended its turn, but nothing it asked to do was allowed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from openab_voice.acp.types import PermissionDecision
 from openab_voice.engine.sanitizer import speakable
 
 MESSAGE_LIMIT = 2000
@@ -31,16 +38,75 @@ class ResultText:
     attachment: str | None
 
 
-def headline(action_id: str, execution: str) -> str:
-    """One line naming the action and how it ended."""
-    return f"Action `{action_id}` {_HEADLINES.get(execution, execution)}."
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusals:
+    """The agent's permission requests that were not granted, out of how many it made.
+
+    Attributes:
+        asked: How many permission requests the agent made.
+        refused: One line per request that was not granted (``reject_once`` or a no-choice answer).
+        ceiling: The confirmed effect ceiling they were judged against.
+    """
+
+    asked: int
+    refused: tuple[str, ...]
+    ceiling: str
+
+    @property
+    def any(self) -> bool:
+        """Whether at least one request was refused."""
+        return bool(self.refused)
+
+    @property
+    def all(self) -> bool:
+        """Whether the agent asked and every request was refused."""
+        return self.asked > 0 and len(self.refused) == self.asked
 
 
-def result_text(*, action_id: str, goal: str, execution: str, output: str, detail: str = "") -> ResultText:
-    """The result message(s): headline, goal, then everything the agent said."""
-    body = [headline(action_id, execution), f"Goal: {goal}"]
+NO_REFUSALS = Refusals(asked=0, refused=(), ceiling="")
+_MAX_REFUSAL_LINES = 10
+
+
+def refusals(decisions: Sequence[PermissionDecision], ceiling: str) -> Refusals:
+    """Summarise ``decisions`` (in order) against the confirmed ``ceiling``."""
+    refused = tuple(
+        f"{(d.title or d.tool_call_id)[:120]!r} ({d.kind or 'no kind'}, needs {d.needed.value}): {d.reason[:200]}"
+        for d in decisions
+        if d.option_kind != "allow_once"
+    )
+    return Refusals(asked=len(decisions), refused=refused, ceiling=ceiling)
+
+
+def headline(action_id: str, execution: str, refused: Refusals = NO_REFUSALS) -> str:
+    """One line naming the action and how it ended (and, after a success, what was refused)."""
+    if execution == "succeeded" and refused.all:
+        return (
+            f"Action `{action_id}` ended its turn, but {_refused_phrase(refused)} refused under the "
+            f"{refused.ceiling} ceiling: nothing it asked to do was allowed."
+        )
+    line = f"Action `{action_id}` {_HEADLINES.get(execution, execution)}"
+    if refused.any:
+        line += f", but {_refused_phrase(refused)} refused (ceiling {refused.ceiling})"
+    return line + "."
+
+
+def result_text(
+    *,
+    action_id: str,
+    goal: str,
+    execution: str,
+    output: str,
+    detail: str = "",
+    refused: Refusals = NO_REFUSALS,
+) -> ResultText:
+    """The result message(s): headline, goal, what was refused, then everything the agent said."""
+    body = [headline(action_id, execution, refused), f"Goal: {goal}"]
     if detail:
         body.append(f"Detail: {detail}")
+    shown = refused.refused[:_MAX_REFUSAL_LINES]
+    body += [f"Refused: {line}" for line in shown]
+    if len(refused.refused) > len(shown):
+        body.append(f"Refused: ... and {len(refused.refused) - len(shown)} more (see the audit log)")
     body.append("Agent output:\n" + (output.strip() or "(no output)"))
     full = "\n".join(body)
     chunks = _split(full, _PART_LIMIT)
@@ -53,7 +119,7 @@ def result_text(*, action_id: str, goal: str, execution: str, output: str, detai
     return ResultText(parts=(head,), attachment=full)
 
 
-def spoken_status(*, execution: str, output: str, all_trusted: bool) -> str:
+def spoken_status(*, execution: str, output: str, all_trusted: bool, refused: Refusals = NO_REFUSALS) -> str:
     """What the voice says once the text is posted: the status, or a short summary for trusted rooms."""
     status = {
         "succeeded": "The task is done.",
@@ -61,11 +127,28 @@ def spoken_status(*, execution: str, output: str, all_trusted: bool) -> str:
         "cancelled": "The task was cancelled.",
         "outcome_unknown": "The task ended without a known outcome.",
     }.get(execution, "The task ended.")
-    if all_trusted and execution == "succeeded":
+    if execution == "succeeded" and refused.all:
+        return (
+            f"The task ended, but {_refused_phrase(refused)} refused, so nothing it asked to do was "
+            "allowed. The result is in the text channel."
+        )
+    if execution == "succeeded" and refused.any:
+        status = f"The task is done, but {_refused_phrase(refused)} refused."
+    if all_trusted and execution == "succeeded" and not refused.any:
         first = speakable(output.strip().split("\n", 1)[0])[:200].strip()
         if first:
             return f"{status} {first} The full result is in the text channel."
     return f"{status} The result is in the text channel."
+
+
+def _refused_phrase(refused: Refusals) -> str:
+    """E.g. "1 of its 2 permission requests was", "2 of its 3 permission requests were"."""
+    if refused.asked == 1:
+        return "its permission request was"
+    if refused.all:
+        return f"all {refused.asked} of its permission requests were"
+    verb = "was" if len(refused.refused) == 1 else "were"
+    return f"{len(refused.refused)} of its {refused.asked} permission requests {verb}"
 
 
 def _split(text: str, limit: int) -> list[str]:

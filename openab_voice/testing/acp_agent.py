@@ -11,6 +11,8 @@ Modes (``normal`` by default):
   picks the persistent one), writes the goal to ``RESULT.md`` if allowed, reports, ``end_turn``.
 - ``always-only``: the same, but offers only ``allow_always`` / ``reject_always``.
 - ``external``: asks permission for an ``execute`` tool call (a network command); never runs it.
+- ``mixed``: two permission requests in one turn: the ``normal`` edit of ``RESULT.md``, then the
+  ``external`` network command (so under ``workspace_write`` one of the two is refused).
 - ``crash``: exits abruptly after receiving the prompt.
 - ``hang``: never answers the prompt and ignores ``session/cancel``, SIGTERM and stdin closing (like
   Codex's orphaned binary): only SIGKILL stops it.
@@ -75,6 +77,7 @@ MODES = (
     "normal",
     "always-only",
     "external",
+    "mixed",
     "crash",
     "hang",
     "slow",
@@ -169,7 +172,9 @@ class ScriptedAgent:
                 )
             case "env":
                 await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
-            case "external":
+            case "external" | "mixed":
+                if self.mode == "mixed":
+                    await self._write_result(session_id, goal, _ONCE)
                 await self._say(session_id, "I need to run a network command.\n")
                 allowed = await self._ask(
                     session_id, "run-curl", "curl https://example.com", "execute", _ONCE, in_request=True

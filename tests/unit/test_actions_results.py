@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from openab_voice.acp.types import PermissionDecision
+from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.phrases import task_goal
-from openab_voice.actions.results import MAX_PARTS, MESSAGE_LIMIT, headline, result_text, spoken_status
+from openab_voice.actions.results import (
+    MAX_PARTS,
+    MESSAGE_LIMIT,
+    headline,
+    refusals,
+    result_text,
+    spoken_status,
+)
 
 GOAL = "summarise the build log"
 
@@ -149,3 +158,61 @@ def test_task_phrase_yields_the_rest_of_the_utterance(text: str, wake_name: str 
 )
 def test_not_a_task_phrase(text: str, wake_name: str | None) -> None:
     assert task_goal(text, wake_name=wake_name) is None
+
+
+def decision(kind: str, needed: EffectCeiling, option: str | None) -> PermissionDecision:
+    return PermissionDecision(
+        tool_call_id=f"call-{kind}",
+        title=f"{kind} something",
+        kind=kind,
+        needed=needed,
+        offered=("allow_once", "reject_once"),
+        outcome="selected" if option else "cancelled",
+        option_id=f"opt-{option}" if option else None,
+        option_kind=option,  # type: ignore[arg-type]
+        reason=f"{needed.value} vs the ceiling",
+    )
+
+
+ALLOWED = decision("edit", EffectCeiling.WORKSPACE_WRITE, "allow_once")
+REFUSED = decision("execute", EffectCeiling.EXTERNAL, "reject_once")
+NO_CHOICE = decision("fetch", EffectCeiling.EXTERNAL, None)
+
+
+def test_a_success_with_a_refused_request_says_so_in_text_and_voice() -> None:
+    refused = refusals([ALLOWED, REFUSED], "workspace_write")
+    [part] = result_text(
+        action_id="a-1", goal=GOAL, execution="succeeded", output="ok", refused=refused
+    ).parts
+
+    assert part.startswith(
+        "Action `a-1` succeeded, but 1 of its 2 permission requests was refused (ceiling workspace_write)."
+    )
+    assert "Refused: 'execute something' (execute, needs external)" in part
+    speech = spoken_status(execution="succeeded", output="ok", all_trusted=True, refused=refused)
+    assert speech.startswith("The task is done, but 1 of its 2 permission requests was refused.")
+    assert "ok" not in speech.split(".")[1], "no summary read aloud over a refusal"
+
+
+def test_a_turn_whose_every_request_was_refused_is_not_a_plain_done() -> None:
+    refused = refusals([REFUSED, NO_CHOICE], "read_only")
+    [part] = result_text(action_id="a-1", goal=GOAL, execution="succeeded", output="", refused=refused).parts
+    speech = spoken_status(execution="succeeded", output="", all_trusted=False, refused=refused)
+
+    assert "succeeded" not in part.splitlines()[0]
+    assert "all 2 of its permission requests were refused under the read_only ceiling" in part
+    assert part.count("Refused: ") == 2
+    assert "done" not in speech and "all 2 of its permission requests were refused" in speech
+    single = spoken_status(
+        execution="succeeded", output="", all_trusted=False, refused=refusals([REFUSED], "read_only")
+    )
+    assert single.startswith("The task ended, but its permission request was refused")
+
+
+def test_no_refusal_keeps_the_plain_status() -> None:
+    refused = refusals([ALLOWED], "workspace_write")
+    assert not refused.any
+    assert spoken_status(execution="succeeded", output="", all_trusted=False, refused=refused) == (
+        "The task is done. The result is in the text channel."
+    )
+    assert headline("a-1", "succeeded", refused) == "Action `a-1` succeeded."
