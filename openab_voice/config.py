@@ -9,6 +9,7 @@ silently falls back to a default. Secret values are ``SecretStr`` and never prin
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -159,6 +160,19 @@ class Settings(BaseSettings):
         default=("PATH", "LANG", "LC_ALL", "TERM"),
         description="Comma-separated variables passed to the agent (its credentials; never our secrets).",
     )
+    acp_env: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "Comma-separated agent credentials NAME=FROM_VAR (the agent's NAME gets our FROM_VAR, or the "
+            "file FROM_VAR_FILE names) or NAME=@/path (read at each spawn); NAME may be one of our "
+            "names, e.g. OPENAI_API_KEY=CODEX_OPENAI_API_KEY: the agent's key, never ours."
+        ),
+    )
+    acp_auth_method: str | None = Field(
+        default=None,
+        max_length=200,
+        description="ACP authenticate method id sent before session/new (e.g. codex-acp's openai-api-key).",
+    )
     acp_turn_timeout_s: float = Field(
         default=900.0, gt=0, le=86_400, description="Longest agent turn before it is stopped."
     )
@@ -169,7 +183,7 @@ class Settings(BaseSettings):
         default=None, description="Git repository; each action works in a fresh worktree of it."
     )
 
-    @field_validator("trusted_listener_ids", "acp_env_allowlist", mode="before")
+    @field_validator("trusted_listener_ids", "acp_env_allowlist", "acp_env", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -183,6 +197,13 @@ class Settings(BaseSettings):
         leaked = sorted(name for name in value if name in ours or name.startswith(ENV_PREFIX))
         if leaked:
             raise ValueError(f"must not pass openab-voice's own settings or secrets: {', '.join(leaked)}")
+        return value
+
+    @field_validator("acp_env")
+    @classmethod
+    def _agent_credentials(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parse_agent_env_entry(entry)
         return value
 
     @model_validator(mode="after")
@@ -209,6 +230,38 @@ class Settings(BaseSettings):
         # load_settings() maps an explicit environment onto init values, so tests and the demo
         # never depend on (or mutate) the process environment.
         return (init_settings,)
+
+
+# Set by us in every agent's environment (its private, throwaway directories).
+_AGENT_OWN_NAMES = frozenset({"HOME", "TMPDIR"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_agent_env_entry(entry: str) -> tuple[str, str]:
+    """``(NAME, SOURCE)`` of one ``OPENAB_ACP_ENV`` entry: ``NAME=FROM_VAR`` or ``NAME=@/abs/path``.
+
+    The agent-side ``NAME`` may be anything but ``HOME``/``TMPDIR`` and ``OPENAB_*`` (so an agent can get
+    its own ``OPENAI_API_KEY``); the source may never be one of our secrets or settings.
+
+    Raises:
+        ValueError: the entry is malformed or would pass one of our own secrets.
+    """
+    name, sep, source = entry.partition("=")
+    name, source = name.strip(), source.strip()
+    if not sep or not _ENV_NAME.fullmatch(name) or not source:
+        raise ValueError(f"{entry!r}: expected NAME=FROM_VAR or NAME=@/path/to/file")
+    if name in _AGENT_OWN_NAMES or name.startswith(ENV_PREFIX):
+        raise ValueError(f"{entry!r}: {name} is not the agent's to set")
+    if source.startswith("@"):
+        if not os.path.isabs(source[1:]):
+            raise ValueError(f"{entry!r}: the file must be an absolute path")
+        return name, source
+    ours = set(SECRET_ENV.values())
+    if not _ENV_NAME.fullmatch(source) or source in ours or source.removesuffix("_FILE") in ours:
+        raise ValueError(f"{entry!r}: {source} is not a variable the agent may be given")
+    if source.startswith(ENV_PREFIX):
+        raise ValueError(f"{entry!r}: {source} is one of openab-voice's own settings")
+    return name, source
 
 
 def _default_data_dir() -> Path:
