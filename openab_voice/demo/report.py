@@ -237,7 +237,14 @@ class ReportBuilder:
                 pass
 
     def _utterance(self, event: BotUtteranceFinished) -> dict[str, Any]:
-        played = [p for p in self._playback.values() if p["turn_id"] == event.turn_id]
+        # A resumed response (after a false interruption) speaks again under the same turn id: each
+        # playback belongs to one utterance, the first one of that turn to settle after it started.
+        claimed = {u["utterance_id"] for u in self._utterances}
+        played = [
+            p
+            for p in self._playback.values()
+            if p["turn_id"] == event.turn_id and p["utterance_id"] not in claimed
+        ]
         return {
             "text": event.text,
             "spoken_text": event.spoken_text,

@@ -191,7 +191,12 @@ def _conversation_section(report: Mapping[str, Any], names: Mapping[str, str], b
     for u in report.get("bot_utterances", []):
         p = playback.get(u.get("utterance_id"))
         at = float(p["start"]) if p is not None else float(u.get("at", 0.0))
-        note = "interrupted: struck-through text was never heard" if u["interrupted"] else "heard in full"
+        if not u["interrupted"]:
+            note = "heard in full"
+        elif p is None:
+            note = "cut before any of it was played"
+        else:
+            note = "interrupted: struck-through text was never heard"
         rows.append(
             (at, [_seconds(at), _e(bot_name), _split_heard(u["text"], u["spoken_text"]), _e(note)], True)
         )

@@ -200,6 +200,11 @@ def demo_events(*, alice_question: str = "Jarvis, what is the capital of France?
             interrupted=True,
         ),
         _state(17.2, "interrupted", "listening", "turn-2"),
+        # The story resumes under the same turn and is cut again while thinking: nothing of it played.
+        _state(17.3, "listening", "thinking", "turn-2"),
+        _state(17.5, "thinking", "interrupted", "turn-2"),
+        BotUtteranceFinished(at=T0 + 17.5, turn_id="turn-2", text=STORY, spoken_text="", interrupted=True),
+        _state(17.5, "interrupted", "listening", "turn-2"),
         SpeechEnded(
             at=T0 + 18.3,
             speaker_id="1001",

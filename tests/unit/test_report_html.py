@@ -91,7 +91,9 @@ def test_the_report_keeps_each_speakers_timeline(caplog: pytest.LogCaptureFixtur
         ("utt-2", "turn-1", 5.7, 7.9, False),
         ("utt-3", "turn-2", 14.8, 17.1, True),
     ]
-    answer, story = report["bot_utterances"]
+    answer, story, resumed = report["bot_utterances"]
+    # The resumed story shares the turn id but none of its audio: the playback was the first one's.
+    assert (resumed["turn_id"], resumed["utterance_id"], resumed["spoken_text"]) == ("turn-2", None, "")
     assert (answer["text"], answer["spoken_text"], answer["interrupted"], answer["utterance_id"]) == (
         ANSWER,
         ANSWER,
@@ -202,6 +204,7 @@ def test_the_page_has_every_section_and_chart() -> None:
     assert "12345 67890 13579" in page  # the DAVE privacy code
     # The bot's cut answer: the heard sentence plain, the unheard rest struck through.
     assert "Once there was a friendly robot.<del> It helped everyone in town.</del>" in page
+    assert "cut before any of it was played" in page
     assert f"<del>{STALE}</del>" in page and "dropped before it was said (queued)" in page
     assert "up to 1 final(s) waited for a decoder (the oldest 200.0 ms, at 11.20 s); 3 partial" in page
     # Self-contained: nothing is fetched from anywhere.
