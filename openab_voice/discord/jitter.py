@@ -137,6 +137,18 @@ class JitterBuffer:
         """Packets waiting in the buffer."""
         return len(self._held)
 
+    def pending_since(self) -> float | None:
+        """Earliest capture time a frame still to come out of this buffer can have (None: nothing held).
+
+        Frames leave in order and never overlap (:meth:`_emit`), so while packets wait for a gap the
+        next frame starts where the last one ended.
+        """
+        if not self._held:
+            return None
+        if self._last_end is not None:
+            return self._last_end
+        return min(h.arrival for h in self._held.values())
+
     def push(self, sequence: int, rtp_timestamp: int, payload: bytes, arrival: float) -> list[AudioFrame]:
         """Add one packet's Opus payload; returns the frames it released, in order."""
         out: list[AudioFrame] = []

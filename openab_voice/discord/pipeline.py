@@ -186,6 +186,20 @@ class ReceivePipeline:
             self._last_stats = now
             self.publish_stats(now)
 
+    def watermark(self, now: float) -> float:
+        """Capture time before which every frame has been emitted, given that every packet that
+        arrived by ``now`` has been handled: ``now``, unless a jitter buffer (or an SSRC waiting
+        for its user) still holds audio from earlier."""
+        mark = now
+        for stream in self._streams.values():
+            since = stream.pending_since()
+            if since is not None and since < mark:
+                mark = since
+        for queue in self._held.values():
+            if queue and queue[0][3] < mark:
+                mark = queue[0][3]
+        return mark
+
     def publish_stats(self, now: float) -> None:
         snapshot = self.stats.snapshot()
         self._publish(

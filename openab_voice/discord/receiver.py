@@ -164,9 +164,6 @@ class VoiceReceiver:
         self._watermark_sinks: tuple[Callable[[float], None], ...] = ()
         self._watermark: float | None = None  # worker thread only
         self._last_tick: float | None = None  # worker thread only
-        # A frame may wait this long in its jitter buffer (plus one frame of timestamp slack) after
-        # the tick that follows its packet: ticks prove everything older has been pushed.
-        self._held_back_s = (settings.jitter_depth + 1) * 0.020
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -317,7 +314,7 @@ class VoiceReceiver:
         if self._last_tick is None or arrival - self._last_tick >= TICK_S:
             self._last_tick = arrival
             self._pipeline.tick(arrival)
-            self._watermark = arrival - self._held_back_s
+            self._watermark = self._pipeline.watermark(arrival)
 
     def _control(self, item: _Control) -> bool:
         pipeline = self._pipeline
@@ -337,7 +334,7 @@ class VoiceReceiver:
                 pipeline.tick(item.at)
                 self._snapshot = pipeline.snapshot()
                 # Every packet fed before this tick has been processed (the inbox keeps order).
-                self._watermark = item.at - self._held_back_s
+                self._watermark = pipeline.watermark(item.at)
             case _Barrier():
                 self._settle()
                 self._snapshot = pipeline.snapshot()

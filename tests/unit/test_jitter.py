@@ -223,3 +223,16 @@ def test_sequence_restart_is_not_counted_as_late() -> None:
     assert len(first) == 4 and len(second) == 3
     assert counters.dropped == {} and counters.lost == 0
     assert_well_formed(first + second)
+
+
+def test_pending_since_is_where_the_next_frame_can_start_while_a_gap_is_waited_for() -> None:
+    buffer, _, _ = make()
+    assert buffer.pending_since() is None
+    out = buffer.push(0, 0, TONE[0], T0)
+    assert len(out) == 1 and buffer.pending_since() is None  # in order: nothing held
+    assert buffer.push(2, 2 * 960, TONE[2], T0 + 0.040) == []  # packet 1 is missing: wait for it
+    assert buffer.pending_since() == pytest.approx(out[0].timestamp + 0.020)
+    released = buffer.flush(T0 + 0.040 + 0.060)
+    assert [f.concealed for f in released] == [True, False]  # FEC for 1, then 2
+    assert released[0].timestamp == pytest.approx(out[0].timestamp + 0.020)  # where pending_since said
+    assert buffer.pending_since() is None
