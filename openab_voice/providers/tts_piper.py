@@ -102,7 +102,9 @@ class PiperTts:
         self._capabilities = TtsCapabilities(
             name="piper", streaming=False, voice=name, native_rate=self._native_rate
         )
-        self._worker = WorkerThread("piper-tts")
+        # Not lowered in priority like the other compute threads: its first chunk is on the path
+        # from end of speech to the bot's first word (ADR 0006).
+        self._worker = WorkerThread("piper-tts", nice=0)
         self._closed = False
 
     @property
