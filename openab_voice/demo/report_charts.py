@@ -223,14 +223,14 @@ def _bot_lane(ax: Axes, bot: str, report: Mapping[str, Any], end: float, legend:
         heard = said["spoken_text"] if said is not None else ""
         if said is not None and said["interrupted"]:
             heard = heard or "(cut before a whole sentence)"
-            ax.plot([stop], [2], marker="X", color=VERMILION, markersize=8, linestyle="none")
+            ax.plot([stop], [2.42], marker="X", color=VERMILION, markersize=8, linestyle="none")
             legend.marker("cut: the rest was never heard", marker="X", color=VERMILION, markersize=8)
         if said is None:
             heard = "greeting / other audio"
         _label(ax, p["start"], _until_next(starts, n, end * 1.01), 2, heard)
     for u in report.get("bot_utterances", []):
         if u.get("utterance_id") is None and "at" in u:
-            ax.plot([u["at"]], [2], marker="X", color=VERMILION, markersize=8, linestyle="none")
+            ax.plot([u["at"]], [2.42], marker="X", color=VERMILION, markersize=8, linestyle="none")
             legend.marker("cut: the rest was never heard", marker="X", color=VERMILION, markersize=8)
     for d in report.get("speech_dropped", []):
         ax.plot([d["at"]], [2], marker="D", color=PURPLE, markersize=6, linestyle="none")
