@@ -12,6 +12,9 @@ exactly as Discord audio would be: 48 kHz stereo 20 ms frames, resampled, APM, V
 * **VAD**: ``bob`` alone must start and end a speech segment near the true boundaries; white noise
   at -40 dBFS must not start one.
 * **latency**: APM time per 10 ms frame per speaker (target P95 <= 250 us), VAD time per window.
+* **APM comparison** (``apm_comparison``): every APM provider on the echo-only path, fed directly
+  (:mod:`openab_voice.audio.apm_compare`): ERLE and time per 10 ms frame side by side. Informational:
+  only the configured provider is judged; one that is not installed shows its error, not a number.
 
 Providers are the configured real ones; an unavailable or degraded provider fails the test (no
 faked pass). Nothing touches the network. The clock is a :class:`~openab_voice.clock.FakeClock`
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from openab_voice.audio import scenes
+from openab_voice.audio.apm_compare import compare_apms
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.frontend import FrontEnd
@@ -101,7 +105,9 @@ def run_audio_self_test(settings: FrontEndSettings | None = None) -> dict[str, A
     Returns:
         ``{"passed", "apm": {"provider", "erle_db", "frame_us_p50", "frame_us_p95"},
         "echo_only": {"speech_starts", "interruptions"}, "double_talk": {"user_speech_detected"},
-        "vad": {"provider", "frame_us_p95"}, "checks": [{"name", "passed", "detail"}, ...]}``
+        "vad": {"provider", "frame_us_p95"}, "checks": [{"name", "passed", "detail"}, ...],
+        "apm_comparison": [{"provider", "available", "erle_db", "erle_first_2s_db", "frame_us_p50",
+        "frame_us_p95", "error"}, ...]}``
     """
     settings = settings or FrontEndSettings()
     checks: list[dict[str, Any]] = []
@@ -117,6 +123,7 @@ def run_audio_self_test(settings: FrontEndSettings | None = None) -> dict[str, A
         "double_talk": {"user_speech_detected": False},
         "vad": {"provider": settings.vad_provider, "frame_us_p95": None},
         "checks": checks,
+        "apm_comparison": compare_apms(settings),
     }
     bus, clock = EventBus(), FakeClock()
     run = _Run()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from openab_voice.audio import scenes
+from openab_voice.audio.apm_compare import compare_apms
 from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_FRAME_SAMPLES, DISCORD_RATE, AudioFrame
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.resample import Samples
@@ -70,7 +71,9 @@ def run(
 
     Returns:
         A JSON-friendly dict: CPU ms per speaker per audio second, speakers per core in real time,
-        per-stage microseconds per 20 ms frame, and whether the 25-speakers-per-core target is met.
+        per-stage microseconds per 20 ms frame, whether the 25-speakers-per-core target is met, and
+        ``apm_comparison`` (:func:`openab_voice.audio.apm_compare.compare_apms`: ERLE and microseconds
+        per 10 ms frame of every APM provider on the same echo path).
     """
     if speakers < 1 or seconds <= 0:
         raise ValueError("need at least one speaker and a positive duration")
@@ -88,6 +91,8 @@ def run(
         key: second[key]
         for key in ("aec_reference", "cpu_ms_per_speaker_per_audio_s", "realtime_speakers_per_core")
     }
+    # Both APM providers on one echo path, so the configured one's cost is seen beside the other's.
+    result["apm_comparison"] = compare_apms(base)
     return result
 
 

@@ -88,9 +88,10 @@ def test_missing_onnxruntime_and_webrtcvad_name_their_extras() -> None:
     assert webrtc.value.details["extra"] == "webrtcvad"
 
 
-def test_webrtc_audio_processing_is_unavailable_with_its_extra_named() -> None:
+def test_webrtc_audio_processing_without_its_binding_is_unavailable_with_its_extra_named() -> None:
+    registry = apm_registry(importer=refuse({"webrtc_audio_processing"}))
     with pytest.raises(ProviderUnavailable) as info:
-        apm_registry().create("webrtc-audio-processing", ApmConfig(sample_rate=16_000))
+        registry.create("webrtc-audio-processing", ApmConfig(sample_rate=16_000))
     assert info.value.details["extra"] == "webrtc-audio-processing"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from openab_voice.audio import FrontEndSettings
 from openab_voice.audio.selftest import ERLE_TARGET_DB, run_audio_self_test
@@ -12,7 +13,7 @@ from openab_voice.bench.frontend import run as bench_frontend
 def test_self_test_shape_and_acoustic_checks() -> None:
     result = run_audio_self_test()
     json.dumps(result)  # the CLI prints it as JSON
-    assert set(result) == {"passed", "apm", "echo_only", "double_talk", "vad", "checks"}
+    assert set(result) == {"passed", "apm", "echo_only", "double_talk", "vad", "checks", "apm_comparison"}
     assert set(result["apm"]) == {"provider", "erle_db", "frame_us_p50", "frame_us_p95"}
     assert result["apm"]["provider"] == "webrtc" and result["vad"]["provider"] == "silero"
     checks = {c["name"]: c for c in result["checks"]}
@@ -34,13 +35,24 @@ def test_self_test_shape_and_acoustic_checks() -> None:
     assert 0 < result["apm"]["frame_us_p50"] <= result["apm"]["frame_us_p95"]
     assert result["vad"]["frame_us_p95"] > 0
     assert result["passed"] == all(c["passed"] for c in result["checks"])
+    # Both APMs on the same echo path, side by side; informational, not a check.
+    comparison = {row["provider"]: row for row in result["apm_comparison"]}
+    assert list(comparison) == ["webrtc", "webrtc-audio-processing"]
+    for row in comparison.values():
+        assert row["available"] and row["erle_db"] >= 30.0 and 0 < row["frame_us_p50"] <= row["frame_us_p95"]
 
 
-def test_self_test_fails_when_a_provider_is_unavailable_or_degraded() -> None:
+def test_self_test_fails_when_a_provider_is_unavailable_or_degraded(monkeypatch) -> None:
+    # As if the optional binding were not installed (None in sys.modules makes its import fail).
+    monkeypatch.setitem(sys.modules, "webrtc_audio_processing", None)
     unavailable = run_audio_self_test(FrontEndSettings(apm_provider="webrtc-audio-processing"))
     assert unavailable["passed"] is False
     assert unavailable["checks"][0]["name"] == "providers" and not unavailable["checks"][0]["passed"]
     assert "PROVIDER_UNAVAILABLE" in unavailable["checks"][0]["detail"]
+    missing = unavailable["apm_comparison"][1]
+    assert missing["available"] is False and missing["erle_db"] is None
+    assert missing["error"]["code"] == "PROVIDER_UNAVAILABLE"
+    assert missing["error"]["extra"] == "webrtc-audio-processing"
     degraded = run_audio_self_test(FrontEndSettings(apm_provider="disabled"))
     assert degraded["passed"] is False
     assert "degraded" in degraded["checks"][0]["detail"]
@@ -57,3 +69,5 @@ def test_frontend_benchmark_reports_cpu_per_speaker() -> None:
     assert all(stages[k] is not None and stages[k] > 0 for k in ("opus_decode", "resample", "apm", "vad"))
     assert result["aec_reference"] == "auto" and result["other_reference"]["aec_reference"] == "always"
     assert result["other_reference"]["cpu_ms_per_speaker_per_audio_s"] > 0
+    assert [row["provider"] for row in result["apm_comparison"]] == ["webrtc", "webrtc-audio-processing"]
+    assert all(row["available"] and row["frame_us_p50"] > 0 for row in result["apm_comparison"])

@@ -1,10 +1,12 @@
 import json
+import sys
 
 from openab_voice.cli import main
 
 
 def test_self_test_audio_fails_when_the_configured_apm_cannot_start(monkeypatch, capsys) -> None:
-    monkeypatch.setenv("OPENAB_APM_PROVIDER", "webrtc-audio-processing")  # optional extra, not installed
+    monkeypatch.setenv("OPENAB_APM_PROVIDER", "webrtc-audio-processing")
+    monkeypatch.setitem(sys.modules, "webrtc_audio_processing", None)  # as if the extra were not installed
     assert main(["self-test", "audio", "--json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert result["passed"] is False
