@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
+import soxr
 
 from openab_voice.audio import scenes
 from openab_voice.audio.resample import Samples
@@ -28,7 +29,14 @@ from openab_voice.clock import perf_ns
 from openab_voice.errors import OpenabError
 from openab_voice.providers.registry import apm_registry
 
-__all__ = ["COMPARED_PROVIDERS", "compare_apms", "echo_path_scene"]
+__all__ = [
+    "COMPARED_PROVIDERS",
+    "ECHO_DELAY_MS",
+    "ECHO_GAIN_DB",
+    "ECHO_RT60_MS",
+    "compare_apms",
+    "echo_path_scene",
+]
 
 COMPARED_PROVIDERS: Final = ("webrtc", "webrtc-audio-processing")
 ECHO_DELAY_MS: Final = 120.0
@@ -44,7 +52,6 @@ def echo_path_scene(rate: int = scenes.CLIP_RATE) -> tuple[Samples, Samples, int
     echo = scenes.echo_path(playback, delay_ms=ECHO_DELAY_MS, gain_db=ECHO_GAIN_DB, rt60_ms=ECHO_RT60_MS)
     near = scenes.mix(echo, scenes.noise(playback.size / scenes.CLIP_RATE, -70.0, seed=7))
     if rate != scenes.CLIP_RATE:
-        import soxr
 
         def resampled(x: Samples) -> Samples:
             out: Samples = np.clip(

@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from openab_voice.audio import scenes
-from openab_voice.audio.apm_compare import compare_apms
+
+# The echo path is defined once, beside the APM comparison that runs on it too.
+from openab_voice.audio.apm_compare import ECHO_DELAY_MS, ECHO_GAIN_DB, ECHO_RT60_MS, compare_apms
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.frontend import FrontEnd
@@ -42,9 +44,6 @@ from openab_voice.errors import OpenabError
 
 ERLE_TARGET_DB = 35.0
 APM_P95_TARGET_US = 250.0
-ECHO_DELAY_MS = 120.0
-ECHO_GAIN_DB = -10.0
-ECHO_RT60_MS = 150.0
 VAD_ONSET_TOLERANCE_S = 0.15
 VAD_END_TOLERANCE_S = 0.8
 

@@ -120,3 +120,10 @@ def test_comparison_reports_an_unavailable_provider_with_its_error() -> None:
 def test_echo_path_scene_matches_the_clip_length() -> None:
     render, near, second = echo_path_scene()
     assert render.size == near.size and second == scenes.load_clip("far_end").size
+
+
+def test_echo_path_scene_at_another_internal_rate() -> None:
+    render16, near16, second16 = echo_path_scene()
+    render48, near48, second48 = echo_path_scene(48_000)
+    assert second48 == 3 * second16 and abs(render48.size - 3 * render16.size) <= 3
+    assert render48.dtype == near48.dtype == np.int16
