@@ -21,7 +21,7 @@ from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
 from openab_voice.bus.terminal import TerminalReporter
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.config import Settings
+from openab_voice.config import Settings, parse_agent_env_entry
 from openab_voice.discord.bot import VoiceBot
 from openab_voice.discord.receiver import ReceiverSettings
 from openab_voice.discord.session import SessionOptions
@@ -164,6 +164,8 @@ def build_action_plane(
         turn_timeout_s=settings.acp_turn_timeout_s,
         cancel_grace_s=settings.acp_cancel_grace_s,
         trusted_listener_ids=frozenset(settings.trusted_listener_ids),
+        credentials=tuple(parse_agent_env_entry(entry) for entry in settings.acp_env),
+        auth_method=settings.acp_auth_method,
     )
     return ActionPlane(
         store=store,

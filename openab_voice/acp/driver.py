@@ -93,6 +93,7 @@ class AgentRun:
         self._done = asyncio.Event()
         self._started = False
         self._prompt_sent = False
+        self._auth_methods: tuple[str, ...] = ()
 
     @property
     def prompt_sent(self) -> bool:
@@ -135,7 +136,11 @@ class AgentRun:
         if self._cancel_requested.is_set():
             verdict = _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        env = agent_environment(request.env_allowlist, request.environ, workspace)
+        try:
+            env = agent_environment(request.env_allowlist, request.environ, workspace, request.credentials)
+        except AcpError as exc:
+            verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
+            return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
         try:
             process = await AgentProcess.start(
                 request.command,
@@ -189,6 +194,8 @@ class AgentRun:
             )
         if opened.error is not None:
             code, what = _startup_failure(opened.error)
+            if code == "ACP_AUTH_REQUIRED" and self._request.auth_method is None and self._auth_methods:
+                what += f" (set OPENAB_ACP_AUTH_METHOD to one it offers: {', '.join(self._auth_methods)})"
             return _Verdict(ExecutionOutcome.FAILED, code, f"{what}; the prompt was not sent")
         session_id = str(opened.result)
 
@@ -228,10 +235,36 @@ class AgentRun:
             )
         agent = init.agent_info.name if init.agent_info is not None else None
         self._emit("initialized", protocol_version=init.protocol_version, agent=agent)
+        self._auth_methods = tuple(method.id for method in init.auth_methods or ())
+        await self._authenticate(conn)
         session = await conn.new_session(cwd=str(self._request.workspace.path), mcp_servers=[])
         client.session_id = session.session_id
         self._emit("session_created", session_id=session.session_id)
         return session.session_id
+
+    async def _authenticate(self, conn: ClientSideConnection) -> None:
+        """ACP ``authenticate`` with the configured method (codex-acp refuses ``session/new`` without it).
+
+        Raises:
+            AcpError: ``ACP_AUTH_METHOD_UNAVAILABLE`` when the agent does not offer the configured method,
+                ``ACP_AUTH_FAILED`` when it refuses it.
+        """
+        method = self._request.auth_method
+        if method is None:
+            return
+        if method not in self._auth_methods:
+            offered = ", ".join(self._auth_methods) or "none"
+            raise AcpError(
+                f"the agent does not offer authentication method {method!r} (it offers: {offered})",
+                code="ACP_AUTH_METHOD_UNAVAILABLE",
+            )
+        try:
+            await conn.authenticate(method_id=method)
+        except RequestError as exc:
+            raise AcpError(
+                f"authentication {method!r} refused: {_rpc(exc)}", code="ACP_AUTH_FAILED"
+            ) from None
+        self._emit("authenticated", method=method)
 
     def _ended(self, prompt: asyncio.Future[PromptResponse]) -> _Verdict:
         """The verdict for a prompt that finished without our cancel."""

@@ -38,13 +38,26 @@ _POLL_S = 0.02
 
 
 def agent_environment(
-    allowlist: Iterable[str], environ: Mapping[str, str], workspace: Workspace
+    allowlist: Iterable[str],
+    environ: Mapping[str, str],
+    workspace: Workspace,
+    credentials: Iterable[tuple[str, str]] = (),
 ) -> dict[str, str]:
-    """The agent's whole environment: allowlisted names present in ``environ``, plus a throwaway
-    ``HOME`` and ``TMPDIR`` in the workspace's private area (agents write keys and scratch files there:
-    Codex ``$HOME/.codex/auth.json``, Gemini ``$TMPDIR``).
+    """The agent's whole environment: allowlisted names present in ``environ``, the agent's own
+    credentials (``OPENAB_ACP_ENV``), plus a throwaway ``HOME`` and ``TMPDIR`` in the workspace's
+    private area (agents write keys and scratch files there: Codex ``$HOME/.codex/auth.json``, Gemini
+    ``$TMPDIR``).
 
-    Our own secrets and ``OPENAB_*`` settings are dropped even when allowlisted.
+    Our own secrets and ``OPENAB_*`` settings are dropped even when allowlisted, and are never a
+    credential's source (defence in depth: config refuses both).
+
+    Args:
+        credentials: ``(NAME, SOURCE)`` pairs: the agent's ``NAME`` gets the value of ``environ[SOURCE]``
+            (or of the file ``environ[SOURCE_FILE]`` names), or of the file ``SOURCE[1:]`` when it starts
+            with ``@``. Files are read here, at each spawn, so a rotated key is picked up.
+
+    Raises:
+        AcpError: ``ACP_CREDENTIAL_MISSING`` / ``ACP_CREDENTIAL_UNREADABLE``; nothing is spawned.
     """
     env: dict[str, str] = {}
     for name in allowlist:
@@ -53,9 +66,37 @@ def agent_environment(
             continue
         if (value := environ.get(name)) is not None:
             env[name] = value
+    for name, source in credentials:
+        env[name] = _credential(name, source, environ)
     env["HOME"] = str(workspace.home)
     env["TMPDIR"] = str(workspace.tmp)
     return env
+
+
+def _credential(name: str, source: str, environ: Mapping[str, str]) -> str:
+    """The value of one agent credential (never logged; errors name the variable, not the value)."""
+    if source.startswith("@"):
+        path = source[1:]
+    else:
+        if source in _OUR_SECRETS or source.startswith(ENV_PREFIX):
+            raise AcpError(f"{name}: {source} is one of openab-voice's own", code="ACP_CREDENTIAL_REFUSED")
+        if value := environ.get(source):
+            return value
+        path = environ.get(f"{source}_FILE", "")
+        if not path:
+            raise AcpError(
+                f"the agent's {name} comes from {source} (or {source}_FILE), which is not set",
+                code="ACP_CREDENTIAL_MISSING",
+            )
+    try:
+        value = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AcpError(
+            f"the agent's {name}: cannot read {path}: {exc.strerror}", code="ACP_CREDENTIAL_UNREADABLE"
+        ) from None
+    if not value:
+        raise AcpError(f"the agent's {name}: {path} is empty", code="ACP_CREDENTIAL_MISSING")
+    return value
 
 
 class AgentProcess:

@@ -78,6 +78,9 @@ class TurnRequest:
         command: The agent command line, already shell-split (``shlex.split`` of the setting).
         env_allowlist: Names copied from ``environ`` into the agent's environment; nothing else is.
         environ: Where allowlisted values are read from (usually ``os.environ``). Never printed.
+        credentials: The agent's own credentials, ``(NAME, SOURCE)`` pairs of ``OPENAB_ACP_ENV``
+            (see :func:`~openab_voice.acp.spawn.agent_environment`).
+        auth_method: ACP ``authenticate`` method id sent before ``session/new``, if the agent offers it.
         turn_timeout_s: Longest prompt turn; past it the agent is stopped and the outcome is unknown.
         cancel_grace_s: How long a cancelled agent gets to confirm with ``cancelled`` before it is killed.
         startup_timeout_s: Bound on ``initialize`` + ``session/new`` (nothing asked of the agent yet).
@@ -90,6 +93,8 @@ class TurnRequest:
     command: tuple[str, ...]
     env_allowlist: tuple[str, ...]
     environ: Mapping[str, str] = field(repr=False)
+    credentials: tuple[tuple[str, str], ...] = ()
+    auth_method: str | None = None
     turn_timeout_s: float
     cancel_grace_s: float
     startup_timeout_s: float = 30.0

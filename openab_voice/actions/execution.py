@@ -71,6 +71,8 @@ class AgentSettings:
     turn_timeout_s: float
     cancel_grace_s: float
     trusted_listener_ids: frozenset[int] = frozenset()
+    credentials: tuple[tuple[str, str], ...] = ()  # OPENAB_ACP_ENV, parsed
+    auth_method: str | None = None
 
 
 @dataclass(slots=True)
@@ -237,6 +239,8 @@ class ActionExecutor:
             command=self._agent.command,
             env_allowlist=self._agent.env_allowlist,
             environ=self._agent.environ,
+            credentials=self._agent.credentials,
+            auth_method=self._agent.auth_method,
             turn_timeout_s=self._agent.turn_timeout_s,
             cancel_grace_s=self._agent.cancel_grace_s,
         )

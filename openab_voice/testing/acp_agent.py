@@ -22,6 +22,9 @@ Modes (``normal`` by default):
 - ``env``: reports its environment (names and values, as it was exec'd) as ``ENV {json}``.
 - ``auth``: fails ``session/new`` with JSON-RPC -32000 "Authentication required", like real CLIs
   without credentials.
+- ``login``: like codex-acp: advertises the auth method ``api-key`` and refuses ``session/new``
+  (-32000) until ``authenticate`` was called with it while ``OPENAI_API_KEY`` is in its environment;
+  then reports its environment like ``env``.
 - ``spawn-child``: starts a grandchild sleeper in its process group, reports ``CHILD <pid>`` (also
   written to ``CHILD.pid`` in its cwd), then hangs like ``hang``.
 """
@@ -53,8 +56,11 @@ from acp.schema import (
     AcpMcpServer,
     AllowedOutcome,
     AudioContentBlock,
+    AuthenticateResponse,
+    AuthMethodAgent,
     ClientCapabilities,
     EmbeddedResourceContentBlock,
+    EnvVarAuthMethod,
     HttpMcpServer,
     ImageContentBlock,
     Implementation,
@@ -66,6 +72,7 @@ from acp.schema import (
     PromptResponse,
     ResourceContentBlock,
     SseMcpServer,
+    TerminalAuthMethod,
     TextContentBlock,
     ToolCallLocation,
     ToolCallStatus,
@@ -84,9 +91,11 @@ MODES = (
     "cancel-end-turn",
     "env",
     "auth",
+    "login",
     "spawn-child",
 )
 SESSION_ID = "scripted-session-1"
+LOGIN_METHOD = "api-key"
 SLOW_TURN_S = 60.0
 _ONCE: tuple[PermissionOptionKind, ...] = ("allow_once", "reject_once", "allow_always")
 _ALWAYS: tuple[PermissionOptionKind, ...] = ("allow_always", "reject_always")
@@ -112,6 +121,7 @@ class ScriptedAgent:
         self._client: Client | None = None
         self._cwd = Path.cwd()
         self._cancelled = asyncio.Event()
+        self._authenticated = False
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -123,10 +133,22 @@ class ScriptedAgent:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
+        methods: list[EnvVarAuthMethod | TerminalAuthMethod | AuthMethodAgent] = (
+            [AuthMethodAgent(id=LOGIN_METHOD, name="API key")] if self.mode == "login" else []
+        )
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_info=Implementation(name="openab-scripted-agent", version="1"),
+            auth_methods=methods,
         )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        if self.mode != "login" or method_id != LOGIN_METHOD:
+            raise RequestError.invalid_params({"methodId": method_id})
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise RequestError.auth_required({"reason": "OPENAI_API_KEY is not set"})
+        self._authenticated = True
+        return AuthenticateResponse()
 
     async def new_session(
         self,
@@ -135,7 +157,7 @@ class ScriptedAgent:
         mcp_servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        if self.mode == "auth":
+        if self.mode == "auth" or (self.mode == "login" and not self._authenticated):
             raise RequestError.auth_required()
         self._cwd = Path(cwd)
         return NewSessionResponse(session_id=SESSION_ID)
@@ -170,7 +192,7 @@ class ScriptedAgent:
                 await self._ask(
                     session_id, "late-edit", "Edit after cancel", "edit", ("allow_once", "reject_once")
                 )
-            case "env":
+            case "env" | "login":
                 await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
             case "external" | "mixed":
                 if self.mode == "mixed":
