@@ -26,7 +26,13 @@ from openab_voice.discord.bot import VoiceBot
 from openab_voice.discord.receiver import ReceiverSettings
 from openab_voice.discord.session import SessionOptions
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.settings import DialogueMode, DialogueSettings, negotiate
+from openab_voice.engine.settings import (
+    SMALL_MODEL_PROMPT,
+    SMALL_MODEL_SENTENCES,
+    DialogueMode,
+    DialogueSettings,
+    negotiate,
+)
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech_registry import (
     ChatConfig,
@@ -40,10 +46,6 @@ from openab_voice.store.database import open_engine, resolve_url, upgrade
 from openab_voice.store.jobs import JobStore
 
 log = logging.getLogger(__name__)
-
-SMALL_MODEL_PROMPT = (
-    "You are a helpful voice assistant. Answer the last question in one or two short, plain sentences."
-)
 
 
 class EmulatorLink(Protocol):
@@ -110,6 +112,8 @@ def build_providers(settings: Settings) -> ConversationProviders:
     elif settings.chat_provider == "llama":
         # The offline 135M model follows a short, concrete instruction far better than the full prompt.
         dialogue = replace(dialogue, system_prompt=SMALL_MODEL_PROMPT)
+    if settings.chat_provider == "llama":
+        dialogue = replace(dialogue, max_response_sentences=SMALL_MODEL_SENTENCES)
     providers.dialogue, providers.capabilities = negotiate(
         dialogue,
         stt=providers.stt.capabilities,

@@ -115,7 +115,9 @@ class Settings(BaseSettings):
         default="llama", description="Chat model: llama (offline SmolLM2) or openai (any compatible server)."
     )
     chat_model: str = Field(default="gpt-4o-mini", description="Model name for the openai chat provider.")
-    chat_max_tokens: int = Field(default=256, ge=16, le=4096, description="Longest reply in tokens.")
+    chat_max_tokens: int = Field(
+        default=96, ge=16, le=4096, description="Longest reply in tokens (spoken: two sentences ~40)."
+    )
     system_prompt: str | None = Field(
         default=None, max_length=4000, description="Overrides the built-in prompt."
     )

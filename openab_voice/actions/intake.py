@@ -105,7 +105,9 @@ class TaskPhraseIntake:
             return
         if outcome.ok and outcome.created and outcome.action is not None:
             # A repeated utterance (same id) is not acknowledged twice.
-            await self._say(ACK_PROPOSED, cause=while_status(self._statuses, outcome.action))
+            record = outcome.action
+            cause = while_status(self._statuses, record.id, now=record.status)
+            await self._say(ACK_PROPOSED, cause=cause)
         elif outcome.code in ACK_REFUSED:
             await self._say(ACK_REFUSED[outcome.code])
 

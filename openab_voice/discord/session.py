@@ -29,6 +29,7 @@ from openab_voice.discord.voice_client import (
 )
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.tools.registry import default_tools
 
@@ -135,19 +136,22 @@ class VoiceSession:
         def wake_name() -> str | None:
             return configured or channel.guild.me.display_name
 
-        async def say(text: str) -> None:
-            await self.say(text)
+        async def say(text: str, *, cause: SpeechCause | None = None) -> None:
+            await self.say(text, cause=cause)
 
         self.intake = TaskPhraseIntake(
             broker=self._broker, bus=self._bus, facts=facts, session_id=self.id, wake_name=wake_name, say=say
         )
         return facts
 
-    async def say(self, text: str) -> bool:
-        """Speak a status line when the dialogue is on (after what is playing); False otherwise."""
+    async def say(self, text: str, *, cause: SpeechCause | None = None) -> bool:
+        """Speak a status line when the dialogue is on (after what is playing); False otherwise.
+
+        ``cause``: until when the line is true; it is dropped instead of said once that expired.
+        """
         if self.conversation is None:
             return False
-        self.conversation.announce(text)
+        self.conversation.announce(text, cause=cause)
         return True
 
     def listeners(self) -> frozenset[int]:

@@ -2,13 +2,16 @@
 
 What the model sees is what happened in the room:
 
-* user turns, attributed to their speaker (``name`` on the message and the name at the start of
-  its text, since many chat templates drop ``name``);
+* user turns, attributed to their speaker: ``name`` on every message (APIs that take it); in the
+  text only when more than one person spoke, as a system line naming them and ``Bob says: ...``.
+  Never a transcript-shaped ``Bob: ...`` label: a small model continues that shape and answers
+  with a label of its own ("bob: I'm glad ...", measured with SmolLM2-135M in the demo). A single
+  speaker's text goes in as said;
 * for each turn, only the assistant text that was *heard*: sentences whose audio was fully played.
   Interrupted or failed speech never enters (the manager commits through :meth:`record_heard` with
   what the playback position covers, nothing else);
 * channel notes: things humans said to each other, not to the bot, kept as context it must not
-  answer.
+  answer, quoted (``Bob said to the others, not to you: "..."``).
 
 Bounded: the newest ``max_turns`` turns and ``max_notes`` notes. Tool calls and results live only as
 long as the response that made them. Not thread-safe: the conversation manager's loop owns it.
@@ -112,21 +115,24 @@ class ShortTermContext:
 
     def messages(self, pending: UserUtterance | None = None) -> list[ChatMessage]:
         """The request for the model: system prompt, history, then ``pending`` (not yet recorded)."""
+        users = [e.user for e in self._entries if isinstance(e, Exchange)]
+        if pending is not None:
+            users.append(pending)
+        names = list(dict.fromkeys(u.speaker_name for u in users))
+        several = len({u.speaker_id for u in users}) > 1
         out = [ChatMessage(role="system", content=self._system_prompt)]
+        if several:
+            out.append(ChatMessage(role="system", content=f"You are talking with {_listing(names)}."))
         for entry in self._entries:
             if isinstance(entry, ChannelNote):
-                out.append(
-                    ChatMessage(
-                        role="system",
-                        content=f"Channel note, not addressed to you. {entry.speaker_name}: {entry.text}",
-                    )
-                )
+                said = f'{entry.speaker_name} said to the others, not to you: "{entry.text}"'
+                out.append(ChatMessage(role="system", content=said))
                 continue
-            out.append(_user_message(entry.user))
+            out.append(_user_message(entry.user, attributed=several))
             if entry.assistant:
                 out.append(ChatMessage(role="assistant", content=entry.assistant))
         if pending is not None:
-            out.append(_user_message(pending))
+            out.append(_user_message(pending, attributed=several))
         return out
 
     def dump(self) -> list[dict[str, str]]:
@@ -151,7 +157,11 @@ class ShortTermContext:
             del self._entries[first]
 
 
-def _user_message(user: UserUtterance) -> ChatMessage:
-    return ChatMessage(
-        role="user", content=f"{user.speaker_name}: {user.text}", name=message_name(user.speaker_name)
-    )
+def _user_message(user: UserUtterance, *, attributed: bool) -> ChatMessage:
+    content = f"{user.speaker_name} says: {user.text}" if attributed else user.text
+    return ChatMessage(role="user", content=content, name=message_name(user.speaker_name))
+
+
+def _listing(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

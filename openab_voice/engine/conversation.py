@@ -21,7 +21,6 @@ publisher may not stamp it).
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import logging
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from openab_voice.engine.events import (
     TurnAccepted,
     TurnIgnored,
 )
+from openab_voice.engine.expiry import AnnouncementQueue, SpeechCause
 from openab_voice.engine.handle import SpeechOutput
 from openab_voice.engine.interruption import InterruptionController, ResumePlan, resume_plan
 from openab_voice.engine.response import ResponseDeps, ToolPath
@@ -67,7 +67,7 @@ from openab_voice.engine.state import (
     transition,
 )
 from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
-from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy
+from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy, without_address
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
 
@@ -84,6 +84,7 @@ class _WindowExpired:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Announce:
     text: str
+    cause: SpeechCause | None
 
 
 _Item = (
@@ -151,8 +152,7 @@ class ConversationManager:
         self._session_id = session_id
         self._claimed = claimed
         # Status lines to say (action results); each waits until the channel is quiet.
-        self._announcements: collections.deque[str] = collections.deque(maxlen=8)
-        self._announce_ids = itertools.count(1)
+        self._announcements = AnnouncementQueue(bus=bus, clock=clock, session_id=session_id)
         self._policy = TurnPolicy(
             roster=roster, wake_name=settings.wake_name, bot_user_id=settings.bot_user_id
         )
@@ -204,13 +204,18 @@ class ConversationManager:
         """The name that addresses the bot now."""
         return self._policy.wake_name
 
-    def announce(self, text: str) -> None:
+    def announce(self, text: str, *, cause: SpeechCause | None = None) -> None:
         """Say ``text`` (a status line) as soon as the bot is listening; never cuts a response.
 
         It is spoken like a resume (no model call); interrupting it works as for any response.
+
+        Args:
+            text: the line.
+            cause: what makes it true; checked when its turn comes, before synthesis and before its
+                first frame. Once expired the line is dropped (``SpeechDropped``), never said late.
         """
         if not self._closed:
-            self._inbox.put_nowait(_Announce(text=text))
+            self._inbox.put_nowait(_Announce(text=text, cause=cause))
 
     async def start(self) -> None:
         """Begin listening: subscribe to the bus and start the loop. Once only."""
@@ -275,7 +280,7 @@ class ConversationManager:
             case _WindowExpired():
                 await self._resume(self._controller.on_window_expired(item.token))
             case _Announce():
-                self._announcements.append(item.text)
+                self._announcements.add(item.text, item.cause)
             case _:
                 await self._dispatch(item)
         await self._next_announcement()
@@ -283,11 +288,12 @@ class ConversationManager:
     async def _next_announcement(self) -> None:
         if not self._announcements or self._snap.state is not DialogueState.LISTENING:
             return
-        response_id = f"announce-{next(self._announce_ids)}"
-        self._prepared[response_id] = PreparedResponse(user=None, replay=(self._announcements.popleft(),))
-        await self._dispatch(
-            ResumeRequested(turn_id=response_id, response_id=response_id, cause="announcement")
-        )
+        item = self._announcements.pop()  # expired lines are dropped here, before anything starts
+        if item is None:
+            return
+        rid = item.response_id
+        self._prepared[rid] = PreparedResponse(user=None, replay=(item.text,), cause=item.cause)
+        await self._dispatch(ResumeRequested(turn_id=rid, response_id=rid, cause="announcement"))
 
     async def _on_final(self, event: TranscriptFinal) -> None:
         if self._claimed is not None and self._claimed(event.text):
@@ -322,11 +328,21 @@ class ConversationManager:
         )
         self._controller.on_final(event.speaker_id, accepted=True)
         self._cancel_timer()
+        wake = self._policy.wake_name
+        # The model gets the request without the name that addressed it (see without_address).
         user = UserUtterance(
-            turn_id=turn_id, speaker_id=event.speaker_id, speaker_name=name, text=event.text, at=event.at
+            turn_id=turn_id,
+            speaker_id=event.speaker_id,
+            speaker_name=name,
+            text=without_address(event.text, wake),
+            at=event.at,
         )
         self._prepared[turn_id] = PreparedResponse(
-            user=user, eou_at=event.audio_end, speaker_id=event.speaker_id
+            user=user,
+            eou_at=event.audio_end,
+            speaker_id=event.speaker_id,
+            labels=tuple(sorted({self._roster.display_name(h) for h in self._roster.humans()} | {name})),
+            own_name=wake,
         )
         await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
 

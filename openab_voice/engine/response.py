@@ -30,6 +30,7 @@ from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
+from openab_voice.engine.expiry import SpeechCause, publish_dropped
 from openab_voice.engine.handle import PlayedPosition, SpeechHandle, SpeechOutput, frames_for
 from openab_voice.engine.segmenter import SentenceSegmenter
 from openab_voice.engine.settings import DialogueSettings
@@ -100,6 +101,12 @@ class ResponseRequest:
         generate: run the model (False for a pure replay).
         eou_at: end of the user's speech, for ``eou_to_first_audio_ms`` (None for a resume).
         speaker_id: the user who asked.
+        cause: what must still hold for the speech to be said; checked before each sentence's
+            synthesis and before the first frame goes out (None: always true).
+        labels: speaker names a model may start its reply with (``"Alice:"``); the segmenter
+            strips them.
+        own_name: the bot's name (its wake name): stripped as a label or vocative, and a reply
+            that is only this name is not said.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -107,6 +114,19 @@ class ResponseRequest:
     generate: bool = True
     eou_at: float | None = None
     speaker_id: str | None = None
+    cause: SpeechCause | None = None
+    labels: tuple[str, ...] = ()
+    own_name: str | None = None
+
+
+class _Expired(Exception):  # noqa: N818 - a signal inside the runner, never raised out of it
+    """The response's cause no longer holds: stop before more of it is synthesized or played."""
+
+    def __init__(self, index: int, point: str, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+        self.point = point
+        self.reason = reason
 
 
 @contextlib.contextmanager
@@ -114,7 +134,7 @@ def _stage(stage: str) -> Iterator[None]:
     """Turn a provider's failure into a :class:`ResponseError` naming the stage (never cancellation)."""
     try:
         yield
-    except ResponseError:
+    except (ResponseError, _Expired):
         raise
     except Exception as exc:
         code = exc.code if isinstance(exc, OpenabError) else f"{stage.upper()}_FAILED"
@@ -159,6 +179,7 @@ class ResponseRunner:
         self._sentences = 0
         self._started: set[int] = set()
         self._first_audio = False
+        self._generator: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         rid = self._handle.response_id
@@ -180,7 +201,9 @@ class ResponseRunner:
     async def _pipeline(self) -> PlayedPosition | None:
         queue: asyncio.Queue[int | None] = asyncio.Queue()
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._generate(queue), name=f"generate-{self._handle.response_id}")
+            self._generator = group.create_task(
+                self._generate(queue), name=f"generate-{self._handle.response_id}"
+            )
             speak = group.create_task(self._speak(queue), name=f"speak-{self._handle.response_id}")
         return speak.result()
 
@@ -219,7 +242,7 @@ class ResponseRunner:
         self, messages: list[ChatMessage], specs: list[ToolSpec], queue: asyncio.Queue[int | None]
     ) -> tuple[str, list[ToolCall], bool]:
         """One model call: (its text, its tool calls, whether more sentences may follow)."""
-        segmenter = SentenceSegmenter()
+        segmenter = SentenceSegmenter(labels=self._request.labels, own_name=self._request.own_name)
         parts: list[str] = []
         calls: list[ToolCall] = []
         with _stage("llm"):
@@ -273,8 +296,11 @@ class ResponseRunner:
     # --- speak ---------------------------------------------------------------------------------
 
     async def _speak(self, queue: asyncio.Queue[int | None]) -> PlayedPosition | None:
-        while (index := await queue.get()) is not None:
-            await self._say(index)
+        try:
+            while (index := await queue.get()) is not None:
+                await self._say(index)
+        except _Expired as expired:
+            self._dropped(expired)
         uid = self._handle.utterance_id
         if uid is None:
             return None  # nothing was said
@@ -283,7 +309,35 @@ class ResponseRunner:
             # resolves it with the played position when it is interrupted).
             return await asyncio.shield(self._d.output.finish(uid))
 
+    def _check(self, index: int, point: str) -> None:
+        """Raise :class:`_Expired` when the response's cause no longer holds (at sentence ``index``)."""
+        cause = self._request.cause
+        reason = cause.reason() if cause is not None else None
+        if reason is not None:
+            raise _Expired(index, point, reason)
+
+    def _dropped(self, expired: _Expired) -> None:
+        """Nothing more of this response is said: stop the model, tell the bus what was dropped.
+
+        What already reached the output (an earlier sentence) still plays out: it was true then.
+        """
+        if self._generator is not None:
+            self._generator.cancel()
+        unsaid = [self._handle.sentence(i) for i in range(expired.index, self._sentences)]
+        log.info("response %s dropped at %s: %s", self._handle.response_id, expired.point, expired.reason)
+        publish_dropped(
+            self._d.bus,
+            self._d.clock,
+            session_id=self._d.session_id,
+            turn_id=self._handle.turn_id,
+            text=" ".join(unsaid),
+            cause=self._request.cause,
+            reason=expired.reason,
+            point=expired.point,
+        )
+
     async def _say(self, index: int) -> None:
+        self._check(index, "before_synthesis")
         text = self._handle.sentence(index)
         sent_at = self._d.clock.monotonic()
         pending = b""
@@ -316,6 +370,8 @@ class ResponseRunner:
             with _stage("playback"):
                 uid = self._handle.utterance_id
                 if uid is None:
+                    # The last moment to take it back: nothing of it has reached the listeners yet.
+                    self._check(index, "before_audio")
                     uid = self._d.output.begin()
                     self._handle.bind_utterance(uid)
                 self._handle.add_frames(index, frames_for(len(piece)))

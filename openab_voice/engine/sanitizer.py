@@ -11,6 +11,14 @@ words and drops the rest before anything reaches TTS:
   stickers, timestamps; user mentions are read as "someone", role and channel mentions as "a role" /
   "a channel" (ids are never spoken);
 - Unicode emoji and pictographs are removed;
+- a leading speaker label is removed: ``Alice:``, ``Jarvis:``, ``assistant:`` or ``user:``, any number
+  of them, with or without emphasis marks. Small models continue a transcript-shaped context by
+  writing the next line of it ("bob: I'm glad ...", or "Jarvis says: ..."); the label was never meant
+  to be said. Only
+  labels the caller names (the speakers, the bot) and chat role words count, so "Note: ..." stays;
+- the bot's own name said as a vocative at the start ("Jarvis, ...") is removed, and a sentence that
+  is nothing but the bot's name or a role word ("Jarvis.") becomes ``""``: a 135M model answers a
+  question that began with the wake name by repeating it;
 - whitespace is collapsed and text with no letter or digit left becomes ``""``.
 
 Pure and deterministic: no I/O, safe on any thread.
@@ -19,8 +27,14 @@ Pure and deterministic: no I/O, safe on any thread.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["speakable"]
+from openab_voice.engine.turns import name_tokens
+
+__all__ = ["ROLE_LABELS", "speakable"]
+
+ROLE_LABELS = frozenset({"assistant", "user", "system", "bot", "ai", "human", "speaker", "narrator"})
+"""Chat role words a model may write as a label: stripped like a name."""
 
 _FENCED_CODE = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`+[^`]*`+|`+")
@@ -79,13 +93,21 @@ _EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]|\{\s*\}|\"\s*\"")
 _LEADING_JUNK = re.compile(r"^[\s,.;:!?)\]}\-\u2013\u2014'\"\u201d\u2019]+")
 _WHITESPACE = re.compile(r"\s+")
 _WORD_CHAR = re.compile(r"[^\W_]")
+# A label: up to four words (a display name may have spaces) and a colon that is not a clock time.
+_LABEL = re.compile(r"^([^\W\d_][\w.'-]*(?: [\w.'-]+){0,3})\s*:(?!\d)\s*")
+# "Jarvis says:": the context attributes turns that way when several people talk; a reply may copy it.
+_SPEECH_VERB = re.compile(r"\s+(?:says|said|asks|asked|replies|replied|answers|answered)$", re.I)
+_VOCATIVE = re.compile(r"^([^\W\d_][\w.'-]*(?: [\w.'-]+){0,3})\s*[,!-]\s+")
 
 
-def speakable(text: str) -> str:
+def speakable(text: str, *, labels: Iterable[str] = (), own_name: str | None = None) -> str:
     """Return ``text`` with everything a voice should not read removed.
 
     Args:
         text: model output, possibly Markdown with Discord markup.
+        labels: names that may appear as a leading ``name:`` label (the speakers in the channel).
+        own_name: the bot's name (its wake name): stripped as a label or a leading vocative, and a
+            text that is only this name says nothing.
 
     Returns:
         One line of plain words and punctuation, or ``""`` when nothing sayable is left.
@@ -97,7 +119,33 @@ def speakable(text: str) -> str:
     text = _strip_blocks(text)
     text = _strip_emphasis(text)
     text = _EMOJI.sub(" ", text)
-    return _tidy(text)
+    text = _tidy(text)
+    own = _folded(own_name) if own_name else ""
+    known = {_folded(name) for name in labels} | set(ROLE_LABELS) | ({own} if own else set())
+    known.discard("")
+    return _strip_labels(text, known, own)
+
+
+def _folded(name: str) -> str:
+    """A name as labels are compared: lower case, no accents, punctuation or spaces."""
+    return "".join(name_tokens(name))
+
+
+def _strip_labels(text: str, known: set[str], own: str) -> str:
+    """Remove leading ``name:`` labels (and the bot's own name as a vocative); see the module doc."""
+    while True:
+        match = _LABEL.match(text) or (_VOCATIVE.match(text) if own else None)
+        if match is None:
+            break
+        label = _folded(_SPEECH_VERB.sub("", match.group(1)))
+        is_label = match.re is _LABEL and label in known
+        if not (is_label or label == own):
+            break
+        text = _tidy(text[match.end() :])
+        text = text[:1].upper() + text[1:]  # what is left starts the sentence
+    if _folded(text) in ({own} | ROLE_LABELS):
+        return ""  # only the bot's name ("Jarvis.") or a bare role word: nothing worth saying
+    return text
 
 
 def _strip_discord(text: str) -> str:

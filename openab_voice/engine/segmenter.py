@@ -19,6 +19,7 @@ are dropped. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from openab_voice.engine.sanitizer import speakable
 
@@ -51,11 +52,23 @@ class SentenceSegmenter:
         soft_limit: length after which a sentence without an end is cut at a clause boundary.
         hard_limit: length after which it is cut at the last space even without a clause boundary.
         min_chars: a forced cut never leaves a piece shorter than this.
+        labels: speaker names a sentence may start with as a ``name:`` label (stripped).
+        own_name: the bot's name (stripped as a label or vocative; a sentence of only it is dropped).
     """
 
-    def __init__(self, *, soft_limit: int = 120, hard_limit: int = 240, min_chars: int = 20) -> None:
+    def __init__(
+        self,
+        *,
+        soft_limit: int = 120,
+        hard_limit: int = 240,
+        min_chars: int = 20,
+        labels: Sequence[str] = (),
+        own_name: str | None = None,
+    ) -> None:
         if not 0 < min_chars < soft_limit <= hard_limit:
             raise ValueError("need 0 < min_chars < soft_limit <= hard_limit")
+        self._labels = tuple(labels)
+        self._own_name = own_name
         self._soft = soft_limit
         self._hard = hard_limit
         self._min = min_chars
@@ -91,7 +104,8 @@ class SentenceSegmenter:
             if piece is None:
                 break
             raw.append(piece)
-        return [s for s in map(speakable, raw) if s]
+        spoken = (speakable(piece, labels=self._labels, own_name=self._own_name) for piece in raw)
+        return [s for s in spoken if s]
 
     def _skip_fence(self, *, final: bool) -> bool:
         """Drop fenced code; True when the fence closed (the loop continues after it)."""

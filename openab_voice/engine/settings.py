@@ -20,6 +20,8 @@ from openab_voice.providers.speech import ChatCapabilities, SttCapabilities, Tts
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "SMALL_MODEL_PROMPT",
+    "SMALL_MODEL_SENTENCES",
     "DialogueMode",
     "DialogueSettings",
     "EngineCapabilities",
@@ -28,10 +30,15 @@ __all__ = [
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a voice assistant in a Discord voice channel. Your replies are spoken aloud: answer in "
-    "one to three short sentences of plain speech, with no Markdown, lists, code, links or emoji. "
-    "User messages start with the speaker's name. Channel notes are things people said to each "
-    "other, not to you: use them as context, never answer them."
+    "one or two short sentences of plain speech, with no Markdown, lists, code, links or emoji. "
+    "What people said to each other, not to you, is context: never answer it."
 )
+SMALL_MODEL_PROMPT = (
+    "You are a helpful voice assistant. Answer in one or two short sentences. If you do not know, say so."
+)
+"""For the offline 135M model: it follows a short, concrete instruction far better than a long one."""
+SMALL_MODEL_SENTENCES = 2
+"""Sentences spoken per answer with the offline model: it ignores "be brief" and writes on."""
 
 
 class DialogueMode(StrEnum):

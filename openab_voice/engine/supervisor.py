@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.context import ShortTermContext, UserUtterance
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.response import ResponseDeps, ResponseRequest, ResponseRunner
 from openab_voice.engine.state import (
@@ -49,12 +50,18 @@ class PreparedResponse:
         replay: sentences to say again instead of generating (a resume).
         eou_at: end of the user's speech, for ``eou_to_first_audio_ms``.
         speaker_id: who asked.
+        cause: what must still hold for it to be said (an announcement's); None: always.
+        labels: names a reply may wrongly start with (``"Alice:"``), stripped from what is spoken.
+        own_name: the bot's name (stripped likewise; a reply that is only this name says nothing).
     """
 
     user: UserUtterance | None
     replay: tuple[str, ...] = ()
     eou_at: float | None = None
     speaker_id: str | None = None
+    cause: SpeechCause | None = None
+    labels: tuple[str, ...] = ()
+    own_name: str | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +106,9 @@ class ResponseSupervisor:
             generate=not prepared.replay,
             eou_at=prepared.eou_at,
             speaker_id=prepared.speaker_id,
+            cause=prepared.cause,
+            labels=prepared.labels,
+            own_name=prepared.own_name,
         )
         runner = ResponseRunner(deps=self._d, request=request, handle=handle, report=self._report)
         task = asyncio.create_task(runner.run(), name=f"response-{effect.response_id}")

@@ -27,6 +27,7 @@ __all__ = [
     "TurnPolicy",
     "addresses",
     "name_tokens",
+    "without_address",
 ]
 
 LEADING_VOCATIVES = frozenset({"hey", "hi", "hello", "ok", "okay", "yo", "oi", "so"})
@@ -89,15 +90,52 @@ def _prefix_joins_to(words: list[str], wake: str, *, rev: bool = False) -> bool:
     one wrong, missing or extra letter in names of four letters or more, and two in names of six or
     more that start with the same letter: the speech recognizer often gets a name's vowels wrong
     ("Novo" for "Nova", "Jurtis" for "Jarvis") while the rest of the sentence is right."""
+    return _run_length(words, wake, rev=rev) > 0
+
+
+def _run_length(words: list[str], wake: str, *, rev: bool = False) -> int:
+    """How many leading ``words`` spell ``wake`` (as :func:`_prefix_joins_to` judges); 0 if none."""
     allowed = _tolerance(wake)
     joined = ""
-    for word in words:
+    for count, word in enumerate(words, 1):
         joined = word + joined if rev else joined + word
         if joined == wake or _close(joined, wake, allowed):
-            return True
+            return count
         if len(joined) > len(wake) + allowed:
-            return False
-    return False
+            return 0
+    return 0
+
+
+def without_address(text: str, wake_name: str) -> str:
+    """``text`` without the wake name that addresses the bot at its start or end.
+
+    The model needs the question, not the name: given "Jarvis, what is the capital of France?" a
+    135M model answers "Jarvis." The same matching as :func:`addresses` (a leading "hey", misheard
+    letters); the rest keeps its own words and final punctuation. Text that is only the name, or does
+    not address the bot, comes back unchanged.
+
+    >>> without_address("Hey Jarvis, what is the capital of France?", "Jarvis")
+    'What is the capital of France?'
+    >>> without_address("what time is it, Jarvis?", "Jarvis")
+    'what time is it?'
+    """
+    wake = "".join(name_tokens(wake_name))
+    spans = [(("".join(name_tokens(m.group(0)))), m.start(), m.end()) for m in _WORD.finditer(text)]
+    spans = [span for span in spans if span[0]]
+    if not wake or not spans:
+        return text
+    words = [w for w, _, _ in spans]
+    skip = 2 if words[:2] == ["excuse", "me"] else 1 if words[0] in LEADING_VOCATIVES else 0
+    for first in dict.fromkeys((skip, 0)):
+        count = _run_length(words[first:], wake)
+        if count and first + count < len(words):
+            rest = text[spans[first + count - 1][2] :].lstrip(" \t,;:.!?-\u2013\u2014")
+            return rest[:1].upper() + rest[1:]
+    count = _run_length(words[::-1], wake, rev=True)
+    if count and count < len(words):
+        head = text[: spans[-count][1]].rstrip(" \t,;:-\u2013\u2014")
+        return head + text[spans[-1][2] :].strip(" \t,;:-\u2013\u2014")
+    return text
 
 
 def _close(heard: str, wake: str, allowed: int) -> bool:

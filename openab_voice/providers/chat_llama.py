@@ -13,6 +13,12 @@ pays mostly for its new turn.
 
 Tools: a 135M model cannot call tools reliably, so this provider says so (``tools=False``) and
 ignores tool specs; tool messages in history are left out.
+
+Answers: after the system messages the model sees one short example exchange
+(:data:`EXAMPLE_EXCHANGE`). Measured with a fixed seed at temperature 0, the instruction alone gets
+"Le Grand Paris is the capital of France." and a paragraph on the history of "two plus two"; with
+the example, "The capital of France is Paris." and "Two plus two is equal to four." It is the same
+text in every request, so llama.cpp's prefix cache evaluates it once.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from openab_voice.providers.worker import WorkerFailed, WorkerThread
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "EXAMPLE_EXCHANGE",
     "GGUF_FILE",
     "ChatConfig",
     "LlamaChat",
@@ -50,9 +57,15 @@ __all__ = [
 ]
 
 GGUF_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MAX_TOKENS: Final = 256
+DEFAULT_MAX_TOKENS: Final = 96  # replies are spoken: two short sentences are about 40 tokens
 PROVIDER: Final = "llama"
 _PER_MESSAGE_TOKENS: Final = 8  # chat-template markers around each message (ChatML: ~5)
+EXAMPLE_EXCHANGE: Final = (
+    {"role": "user", "content": "How many days are in a week?"},
+    {"role": "assistant", "content": "There are seven days in a week."},
+)
+"""Shows the 135M model what an answer looks like: one plain sentence that answers the question. A
+neutral topic: an example about a city or a clock leaks into unrelated answers (measured)."""
 
 log = logging.getLogger(__name__)
 
@@ -247,14 +260,18 @@ def _generation_error(exc: BaseException) -> OpenabError:
 
 
 def _to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
-    """Plain role/content messages for the model's chat template.
+    """Plain role/content messages for the model's chat template, the example exchange after the
+    leading system messages.
 
-    Speaker names are left out: SmolLM2's template has no name field, and with a ``Name: `` prefix
-    the 135M model answers by echoing names ("Alice: alice."), measured in the demo. Tool traffic is
-    left out too: this provider never offers tools.
+    The ``name`` field is left out: SmolLM2's template has none (the context already names speakers
+    in prose when several talk). Tool traffic is left out too: this provider never offers tools.
     """
     wire: list[dict[str, str]] = []
+    examples = True
     for message in messages:
+        if examples and message.role != "system":
+            wire.extend(dict(m) for m in EXAMPLE_EXCHANGE)
+            examples = False
         if message.role == "tool":
             continue
         content = message.content

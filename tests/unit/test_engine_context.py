@@ -1,4 +1,4 @@
-"""Short-term context: speaker attribution, heard-only assistant text, bounds, channel notes."""
+"""Short-term context: speaker attribution without labels, heard-only assistant text, bounds, notes."""
 
 from __future__ import annotations
 
@@ -9,14 +9,42 @@ def user(turn: int, text: str = "hello", *, speaker: str = "alice", name: str = 
     return UserUtterance(turn_id=f"t{turn}", speaker_id=speaker, speaker_name=name, text=text, at=float(turn))
 
 
-def test_messages_are_speaker_attributed() -> None:
+def test_one_speaker_is_not_labelled() -> None:
+    ctx = ShortTermContext(system_prompt="be brief", max_turns=5, max_notes=5)
+    ctx.record_turn(user(1, "what time is it"))
+    ctx.record_heard("t1", "I cannot see a clock.")
+    messages = ctx.messages(user(2, "and the date?"))
+    assert [(m.role, m.content) for m in messages] == [
+        ("system", "be brief"),
+        ("user", "what time is it"),
+        ("assistant", "I cannot see a clock."),
+        ("user", "and the date?"),
+    ]
+    assert {m.name for m in messages if m.role == "user"} == {"Alice"}  # for APIs that take a name
+
+
+def test_several_speakers_are_named_in_prose_never_as_a_label() -> None:
     ctx = ShortTermContext(system_prompt="be brief", max_turns=5, max_notes=5)
     ctx.record_turn(user(1, "what time is it", name="Zoë Q."))
     messages = ctx.messages(user(2, "and the date?", speaker="bob", name="Bob"))
-    assert [m.role for m in messages] == ["system", "user", "user"]
-    assert messages[0].content == "be brief"
-    assert messages[1].content == "Zoë Q.: what time is it" and messages[1].name == "Zo_Q"
-    assert messages[2].content == "Bob: and the date?" and messages[2].name == "Bob"
+    assert [(m.role, m.content) for m in messages] == [
+        ("system", "be brief"),
+        ("system", "You are talking with Zoë Q. and Bob."),
+        ("user", "Zoë Q. says: what time is it"),
+        ("user", "Bob says: and the date?"),
+    ]
+    assert [m.name for m in messages[2:]] == ["Zo_Q", "Bob"]
+    # No message looks like a transcript line ("Bob: ..."), the shape a small model continues.
+    assert not any(m.content.startswith(("Bob:", "Zoë Q.:")) for m in messages)
+
+
+def test_three_speakers_are_listed_once_each() -> None:
+    ctx = ShortTermContext(system_prompt="s", max_turns=5, max_notes=5)
+    ctx.record_turn(user(1, name="Ana", speaker="ana"))
+    ctx.record_turn(user(2, name="Bob", speaker="bob"))
+    ctx.record_turn(user(3, name="Ana", speaker="ana"))
+    messages = ctx.messages(user(4, name="Cy", speaker="cy"))
+    assert messages[1].content == "You are talking with Ana, Bob and Cy."
 
 
 def test_only_recorded_heard_text_enters() -> None:
@@ -56,7 +84,7 @@ def test_notes_are_system_context_in_order() -> None:
     ctx.add_note(ChannelNote(speaker_id="bob", speaker_name="Bob", text="lunch at noon?", at=2.0))
     messages = ctx.messages()
     assert messages[-1].role == "system"
-    assert messages[-1].content == "Channel note, not addressed to you. Bob: lunch at noon?"
+    assert messages[-1].content == 'Bob said to the others, not to you: "lunch at noon?"'
     assert ctx.dump()[-1] == {"role": "note", "speaker": "bob", "text": "lunch at noon?"}
 
 

@@ -47,7 +47,8 @@ async def test_question_and_answer() -> None:
         assert rig.played_sentences() == ["Paris is the capital.", "It has the Eiffel Tower."]
         assert rig.context_rows() == [("user", "What is the capital of France?"), ("assistant", ANSWER)]
         request = rig.chat.requests[0]
-        assert request[-1].content == "Alice: What is the capital of France?" and request[-1].name == "Alice"
+        # One speaker: the question as asked, no "Alice:" label for a small model to copy.
+        assert request[-1].content == "What is the capital of France?" and request[-1].name == "Alice"
         metrics = {e.metric for e in rig.of(LatencyMeasured)}
         assert metrics == {"eou_to_first_audio_ms", "tts_first_chunk_ms"}
         accepted = rig.of(TurnAccepted)
@@ -84,11 +85,12 @@ async def test_two_humans_need_the_wake_name_and_others_are_context() -> None:
         rig.say("Jarvis, what did Bob ask?")
         await rig.until_finished("turn-1")
         request = rig.chat.requests[0]
-        assert ("system", "Channel note, not addressed to you. Bob: lunch at noon?") in [
+        assert ("system", 'Bob said to the others, not to you: "lunch at noon?"') in [
             (m.role, m.content) for m in request
         ]
         assert "now playing" not in " ".join(m.content for m in request)
-        assert request[-1].content == "Alice: Jarvis, what did Bob ask?"
+        # The wake name addressed the bot; the model gets the question without it.
+        assert request[-1].content == "What did Bob ask?"
 
 
 async def test_turn_based_ignores_capture_while_the_bot_speaks() -> None:

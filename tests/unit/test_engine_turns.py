@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openab_voice.engine.turns import FloorLog, TurnPolicy, addresses, name_tokens
+from openab_voice.engine.turns import FloorLog, TurnPolicy, addresses, name_tokens, without_address
 from openab_voice.testing.dialogue_fakes import FakeRoster
 
 
@@ -106,3 +106,26 @@ def test_wake_name_tolerates_one_misrecognized_letter() -> None:
     assert not addresses("Parties, tell me about the Eiffel Tower.", "Jarvis")
     assert not addresses("Juries are not the point", "Jarvis")
     assert addresses("max, stop", "Max") and not addresses("mac, stop", "Max")  # short names: exact only
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Jarvis, what is the capital of France?", "What is the capital of France?"),
+        ("Hey Jarvis what time is it", "What time is it"),
+        ("hey, Jarvis: tell me a joke.", "Tell me a joke."),
+        ("Excuse me Jarvis, one question.", "One question."),
+        ("what time is it, Jarvis?", "what time is it?"),
+        ("Jurtis, tell me a story.", "Tell me a story."),  # misheard, as addresses() tolerates
+        ("Jarvis stop. What is two plus two?", "Stop. What is two plus two?"),
+        ("Jarvis?", "Jarvis?"),  # nothing but the name: left as said
+        ("I like Jarvis a lot", "I like Jarvis a lot"),  # the name inside is not an address
+        ("What is the capital of France?", "What is the capital of France?"),
+    ],
+)
+def test_without_address_takes_the_wake_name_off(text: str, expected: str) -> None:
+    assert without_address(text, "Jarvis") == expected
+
+
+def test_without_address_joins_split_names() -> None:
+    assert without_address("Open AB, hello there", "OpenAB") == "Hello there"

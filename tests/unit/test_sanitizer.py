@@ -82,3 +82,53 @@ def test_no_markup_characters_survive_a_noisy_reply() -> None:
         assert forbidden not in spoken, (forbidden, spoken)
     assert spoken.startswith("Summary Build failed on")
     assert spoken.endswith("Thanks someone")
+
+
+NAMES = ("alice", "Bob Smith", "Zoë")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("bob smith: I'm glad you found the right story.", "I'm glad you found the right story."),
+        ("alice: Paris.", "Paris."),
+        ("ALICE : Paris.", "Paris."),
+        ("Zoë: oui.", "Oui."),
+        ("Jarvis: The capital is Paris.", "The capital is Paris."),
+        ("assistant: user: hello there", "Hello there"),
+        ("**Alice:** hi there", "Hi there"),
+        ("Jarvis says: Paris.", "Paris."),
+        ("Jarvis, the capital is Paris.", "The capital is Paris."),
+        ("Jarvis: alice: Jarvis, hi.", "Hi."),
+    ],
+)
+def test_a_leading_label_is_stripped(text: str, expected: str) -> None:
+    assert speakable(text, labels=NAMES, own_name="Jarvis") == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Note: it is late.",  # not a name the caller gave, not a role
+        "Answer: Paris.",
+        "Meet at 10:30 sharp.",
+        "Alice, the answer is four.",  # a speaker addressed by name is kept; only the bot's own name goes
+        "I am Jarvis.",
+        "Tell alice: hi.",  # a label only counts at the start
+    ],
+)
+def test_text_that_only_looks_like_a_label_stays(text: str) -> None:
+    assert speakable(text, labels=NAMES, own_name="Jarvis") == text
+
+
+@pytest.mark.parametrize(
+    "text", ["Jarvis.", "jarvis!", "Jarvis", "**Jarvis**", "user:", "Assistant.", "Jarvis: Jarvis."]
+)
+def test_only_the_bots_name_or_a_label_says_nothing(text: str) -> None:
+    assert speakable(text, labels=NAMES, own_name="Jarvis") == ""
+
+
+def test_without_names_only_role_labels_go() -> None:
+    assert speakable("assistant: Paris.") == "Paris."
+    assert speakable("Jarvis: Paris.") == "Jarvis: Paris."  # the bot's name was not given
+    assert speakable("Alice.", labels=NAMES) == "Alice."  # a speaker's name alone may be the answer

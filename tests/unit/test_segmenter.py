@@ -120,3 +120,12 @@ def test_reset_forgets_the_interrupted_turn() -> None:
 def test_invalid_limits_are_rejected() -> None:
     with pytest.raises(ValueError):
         SentenceSegmenter(soft_limit=10, hard_limit=5)
+
+
+def test_labels_are_stripped_per_sentence_and_a_bare_wake_name_is_dropped() -> None:
+    seg = SentenceSegmenter(labels=("bob",), own_name="Jarvis")
+    out: list[str] = []
+    for token in ["Jar", "vis.", " bob", ":", " I'm", " glad.", " Jarvis: Bye", " now."]:
+        out += seg.push(token)
+    out += seg.flush()
+    assert out == ["I'm glad.", "Bye now."]

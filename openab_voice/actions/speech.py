@@ -1,0 +1,77 @@
+"""Action speech that is still true when it is said.
+
+A spoken acknowledgment waits its turn behind whatever the bot is saying; meanwhile the operator may
+confirm, the task may run and finish. "The task is waiting for confirmation" is then a lie, and said
+before "The task is done." it tells the story backwards. So an acknowledgment carries a
+:class:`~openab_voice.engine.expiry.SpeechCause` that the speaking path checks right before it is
+started, synthesized and played: the action's status must still be the one the line describes.
+
+The status comes from :class:`ActionStatusView`, which follows ``ActionChanged`` on the bus (every
+transition is published right after its compare-and-set write), so the check reads memory, never the
+database, and is as fresh as the last write.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Collection
+
+from openab_voice.actions.events import ActionChanged
+from openab_voice.actions.jobs import AWAITING_CONFIRMATION, JobStatus
+from openab_voice.bus import EventBus
+from openab_voice.engine.expiry import SpeechCause
+
+__all__ = ["ActionStatusView", "while_status"]
+
+
+class ActionStatusView:
+    """The latest status of recent actions, as ``ActionChanged`` reported it.
+
+    Args:
+        bus: where transitions are published.
+        keep: actions remembered (the oldest is forgotten first).
+    """
+
+    def __init__(self, bus: EventBus, *, keep: int = 256) -> None:
+        self._keep = keep
+        self._status: collections.OrderedDict[str, JobStatus] = collections.OrderedDict()
+        self._sub = bus.subscribe(ActionChanged, self._on_changed)
+
+    def status(self, action_id: str) -> JobStatus | None:
+        """The action's status as last published; None when no transition was seen."""
+        return self._status.get(action_id)
+
+    def _on_changed(self, event: ActionChanged) -> None:
+        self._status[event.action_id] = JobStatus(event.status)
+        self._status.move_to_end(event.action_id)
+        while len(self._status) > self._keep:
+            self._status.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop following the bus (idempotent)."""
+        self._sub.close()
+
+
+def while_status(
+    view: ActionStatusView,
+    action_id: str,
+    *,
+    now: JobStatus,
+    statuses: Collection[JobStatus] = AWAITING_CONFIRMATION,
+    describes: str = "awaiting confirmation",
+) -> SpeechCause:
+    """A cause that holds while the action is in one of ``statuses``.
+
+    Args:
+        view: the live statuses.
+        action_id: the action the line is about.
+        now: its status as the speaker last read it (counts until the view has seen a transition).
+        statuses: where the line is true (default: still waiting for the operator).
+        describes: what the line says about the action, for the cause's name.
+    """
+
+    def expired() -> str | None:
+        status = view.status(action_id) or now
+        return None if status in statuses else f"the action is {status.value}"
+
+    return SpeechCause(name=f"action {action_id} {describes}", expired=expired)
