@@ -113,6 +113,8 @@ def start_server(directory: Path) -> LlamaServer:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            # Unbuffered: the tests read the server's "Disconnected from client" line as it happens.
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
             start_new_session=True,  # its own process group: kill() takes every child with it
         )
     server = LlamaServer(process=process, port=port, log_path=log_path)
