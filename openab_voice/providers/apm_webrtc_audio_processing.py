@@ -52,13 +52,12 @@ class WebrtcAudioProcessingApm:
     Args:
         config: what the front end asks for; ``channels`` must be 1 and ``sample_rate`` one of
             8, 16, 32 or 48 kHz.
-        module: the imported binding (tests may pass another implementation of its class).
 
     Raises:
         AudioError: ``AUDIO_APM_FORMAT_MISMATCH`` for a channel count or rate the APM cannot take.
     """
 
-    def __init__(self, config: ApmConfig, *, module: Any = webrtc_audio_processing) -> None:
+    def __init__(self, config: ApmConfig) -> None:
         if config.channels != 1 or config.sample_rate not in SAMPLE_RATES:
             raise AudioError(
                 f"{PROVIDER} processes mono audio at {SAMPLE_RATES} Hz; "
@@ -68,7 +67,7 @@ class WebrtcAudioProcessingApm:
                 sample_rate=config.sample_rate,
                 channels=config.channels,
             )
-        ap = module.AudioProcessingModule(
+        ap = webrtc_audio_processing.AudioProcessingModule(
             aec_type=_AEC2 if config.echo_cancellation else 0,
             enable_ns=config.noise_suppression,
             agc_type=_AGC_ADAPTIVE_DIGITAL if config.auto_gain_control else 0,
@@ -93,7 +92,8 @@ class WebrtcAudioProcessingApm:
         self._ap: Any = ap
         self._frame_bytes = rate // 100 * 2
         self._rate = rate
-        self._last_render = bytes(self._frame_bytes)
+        self._silence = bytes(self._frame_bytes)
+        self._last_render = self._silence
         self._fixed_delay_ms = config.stream_delay_ms if config.echo_cancellation else None
         self._caps = ApmCapabilities(
             name=PROVIDER,
@@ -144,7 +144,7 @@ class WebrtcAudioProcessingApm:
             if found is not None:
                 # Applied by the binding after the next reverse-stream frame, i.e. from the next pair.
                 ap.set_system_delay(round(found))
-        self._last_render = bytes(self._frame_bytes)  # a capture without its render pairs with silence
+        self._last_render = self._silence  # a capture without its render pairs with silence
         out = ap.process_stream(pcm)
         return bytes(out)
 
