@@ -127,7 +127,9 @@ async def test_question_is_transcribed_and_answered(voices) -> None:
         heard = np.frombuffer(h.emulator.bot_audio.pcm(), dtype="<i2")
     final = events.of(TranscriptFinal)[0]
     assert "capital of france" in final.text.lower() and final.speaker_id == str(ALICE)
-    assert chat.requests[0][-1].content == f"alice: {final.text}"  # the transcript, attributed to its speaker
+    # The transcript as said, attributed by name only (one speaker: no "alice:" label to imitate).
+    request = chat.requests[0][-1]
+    assert (request.content, request.name) == (final.text, "alice")
     assert done[0].spoken_text == "Paris is the capital of France." and not done[0].interrupted
     assert events.transitions()[:4] == [
         "idle->listening",
