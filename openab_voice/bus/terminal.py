@@ -30,6 +30,7 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
+    SpeechDropped,
     TranscriptDiscarded,
     TranscriptFinal,
     TurnIgnored,
@@ -70,6 +71,8 @@ def describe(event: Event) -> str | None:
         case BotUtteranceFinished():
             cut = " [interrupted]" if event.interrupted else ""
             return f"bot said: {event.spoken_text!r}{cut}"
+        case SpeechDropped():
+            return f"bot did not say {event.text!r}: {event.reason} ({event.cause}, {event.point})"
         case InterruptionDetected():
             return f"{event.speaker_id} interrupted the bot while {event.state}"
         case ActionChanged():

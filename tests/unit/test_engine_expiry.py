@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
+from openab_voice.bus.terminal import describe
 from openab_voice.clock import FakeClock
 from openab_voice.engine.events import BotUtteranceFinished, SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
@@ -179,3 +180,17 @@ async def test_a_generated_response_stops_at_the_sentence_its_cause_expired() ->
     assert dropped.text.startswith("Second one.")
     assert handle.heard_sentences() == ("First one.",)
     assert isinstance(reports[0], AudioStarted) and reports[-1] == ResponseFinished(response_id="r1")
+
+
+def test_the_terminal_reporter_says_what_was_not_said_and_why() -> None:
+    dropped = SpeechDropped(
+        at=1.0,
+        turn_id="announce-1",
+        text=WAITING,
+        cause="action a1 awaiting confirmation",
+        reason="the action is succeeded",
+        point="queued",
+    )
+    assert describe(dropped) == (
+        f"bot did not say {WAITING!r}: the action is succeeded (action a1 awaiting confirmation, queued)"
+    )
