@@ -235,6 +235,10 @@ class FrontEnd:
         return outputs
 
     def _process_batch(self) -> list[ProcessedFrame]:
+        # Read before the rings are drained: the receiver raises the watermark only after pushing
+        # the frames it vouches for, so every one of them is in the rings now. Read after the drain,
+        # it could vouch for frames pushed meanwhile and end a speech that is still arriving.
+        idle_now = self._idle_now()
         while self._removed:
             speaker, reason = self._removed.popleft()
             self._stop(speaker, reason)
@@ -262,11 +266,10 @@ class FrontEnd:
                 out = speaker.pipeline.process(frame)
                 if out is not None:
                     outputs.append(out)
-        now = self._idle_now()
         for speaker in speakers:
             speaker.ring.poll()
             if speaker.pipeline is not None:
-                speaker.pipeline.check_idle(now)
+                speaker.pipeline.check_idle(idle_now)
         self._render_ring.poll()
         return outputs
 
@@ -382,11 +385,11 @@ class FrontEnd:
                 return
             try:
                 with self._process_lock:
+                    now = self._idle_now()  # before looking at the rings (see _process_batch)
                     if self._has_work():
                         outputs = self._process_batch()
                     else:
                         outputs = []
-                        now = self._idle_now()
                         for pipeline in self._pipelines():
                             pipeline.check_idle(now)
             except Exception as exc:  # a bug must not silently stop the front end: report, go on

@@ -7,6 +7,7 @@ end (APM, VAD, echo gate) and faster-whisper ``tiny.en`` are the real ones, all 
 
 Every final transcript is attributed to the utterance of its speaker it overlaps. Reported:
 
+* ``out_of_order``: utterances whose final came before the final of the same speaker's earlier one;
 * ``finals`` and ``fragments``: finals beyond the first of one utterance (an utterance split in
   two is one fragment); ``missing``: utterances that got no final at all; ``discarded``: the
   transcriber's ``TranscriptDiscarded`` reasons;
@@ -170,6 +171,11 @@ def _report(
                 "wer": round(wer, 3),
             }
         )
+    out_of_order = 0  # a speaker's utterance whose first final came before an earlier utterance's
+    for speaker in {u.speaker for u in utterances}:
+        mine = sorted((u for u in utterances if u.speaker == speaker and u.finals), key=lambda u: u.onset)
+        firsts = [min(f.at for f in u.finals) for u in mine]
+        out_of_order += sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if b < a)
     backlog = [e for e in events if isinstance(e, TranscriptionBacklog)]
     overruns: dict[str, int] = {}
     for e in events:
@@ -191,6 +197,7 @@ def _report(
         "fragments": fragments,
         "missing": missing,
         "unattributed_finals": unowned,
+        "out_of_order": out_of_order,
         "discarded": [e.reason for e in events if isinstance(e, TranscriptDiscarded)],
         "wer": round(errors / max(1.0, words), 3),
         "lag_ms": lag,

@@ -107,9 +107,7 @@ class TtsConfig:
         speaker_id: Piper speaker for multi-speaker voices.
         volume: output gain multiplier (Piper).
         threads: onnxruntime intra-op threads for Piper (None: onnxruntime's default, all cores).
-            Default 1: a sentence's synthesis is then as fast with one core busy as idle (measured
-            on 2 cores: first chunk P50/P95 175/198 ms idle, 175/204 ms with a busy core; all cores:
-            133/190 idle but 212/240 loaded, since each run waits for its slowest thread; ADR 0006).
+            Its pool never spin-waits between runs (see ``tts_piper.load_voice``).
         base_url: OpenAI-compatible server (None: the openai client's default / ``OPENAI_BASE_URL``).
         api_key: its key (never logged, excluded from ``repr``).
         model: OpenAI TTS model.
@@ -126,7 +124,7 @@ class TtsConfig:
     noise_w_scale: float | None = None
     speaker_id: int | None = None
     volume: float = 1.0
-    threads: int | None = 1
+    threads: int | None = 2
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     model: str = "gpt-4o-mini-tts"

@@ -67,6 +67,10 @@ def load_voice(config: TtsConfig) -> PiperVoice:
     if config.threads is not None:
         options.intra_op_num_threads = config.threads
         options.inter_op_num_threads = 1
+    # onnxruntime's pool threads spin-wait for the next run by default: on a shared 2-core machine
+    # that steals the audio plane's and STT's CPU, and with a core taken it slows Piper itself
+    # (first chunk P50/P95 on 2 threads, one core busy: 263/291 ms spinning, 205/243 ms not; ADR 0006).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         with voice_config.open(encoding="utf-8") as handle:
             piper_config = PiperConfig.from_dict(json.load(handle))

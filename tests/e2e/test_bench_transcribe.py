@@ -17,9 +17,18 @@ def test_two_talkers_at_once_are_transcribed_whole() -> None:
     json.dumps(report)
     assert report["speakers"] == 2 and report["utterances"] == 4
     assert report["missing"] == 0 and report["fragments"] == 0
-    assert report["finals"] == 4 and report["unattributed_finals"] == 0
+    assert report["finals"] == 4 and report["unattributed_finals"] == 0 and report["out_of_order"] == 0
     assert report["wer"] <= 0.25
     assert report["lag_ms"]["n"] == 4 and report["lag_ms"]["p95"] > 0
     assert report["targets"] == {"lag_p95_ms": 800.0}
     assert report["meets_targets"]["lag_p95_ms"] is (report["lag_ms"]["p95"] <= 800.0)
     assert {u["speaker"] for u in report["per_utterance"]} == {"2001", "2002"}
+
+
+def test_ten_talkers_at_once_every_utterance_whole_and_in_order() -> None:
+    """Overload: more talkers than partial decodes keep up with; finals must still be whole."""
+    report = transcribe.run(speakers=10, loss=0.01, seed=0)
+    assert report["utterances"] == 20 and report["missing"] == 0
+    assert report["fragments"] == 0, [u for u in report["per_utterance"] if u["finals"] != 1]
+    assert report["wer"] <= 0.15
+    assert report["out_of_order"] == 0  # per speaker, finals come in speaking order

@@ -1,15 +1,18 @@
 """End to end through Discord: the bot's own echo never counts as user speech; a user talking over
-the bot does. The echo is made by the emulator from what the bot actually sent."""
+the bot does. The echo is made by the emulator from what the bot actually sent. Both hold idle and
+with one core taken by a busy loop (what the embedded LLM does while the bot talks)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from openab_voice.audio.events import EchoGateDecision, SpeechStarted
+from openab_voice.bench.load import BusyLoad
 from openab_voice.config import load_settings
 from openab_voice.testing.emulator import EchoPath, EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
@@ -21,8 +24,14 @@ ALICE = 1001
 ROOM = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, reverb_db=-12.0, seed=1)
 
 
+@pytest.fixture(params=[0, 1], ids=["idle", "one-core-busy"])
+def load(request: pytest.FixtureRequest) -> Iterator[int]:
+    with BusyLoad(request.param):
+        yield request.param
+
+
 @pytest.mark.parametrize("dave", [True])
-async def test_echo_only_while_the_bot_speaks_never_starts_user_speech(dave: bool) -> None:
+async def test_echo_only_while_the_bot_speaks_never_starts_user_speech(dave: bool, load: int) -> None:
     far = load_wav_48k_stereo(ASSETS / "far_end.wav")
     seconds = len(far) / (48_000 * 4)
     async with BotOnEmulator(
@@ -44,7 +53,7 @@ async def test_echo_only_while_the_bot_speaks_never_starts_user_speech(dave: boo
     assert [s for s in starts if s.speaker_id == str(ALICE)] == [], decisions
 
 
-async def test_user_talking_over_the_bot_is_detected() -> None:
+async def test_user_talking_over_the_bot_is_detected(load: int) -> None:
     far = load_wav_48k_stereo(ASSETS / "far_end.wav")
     alice = load_wav_48k_stereo(ASSETS / "alice.wav")
     async with BotOnEmulator(

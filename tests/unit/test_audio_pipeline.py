@@ -243,3 +243,36 @@ async def test_started_front_end_processes_on_its_own_thread_while_the_loop_is_b
         ran_on.append(threading.current_thread().name)
     assert pipeline.frames == len(frames)
     assert ran_on == [threading.main_thread().name]  # the wait above really held the loop's thread
+
+
+def test_frames_pushed_while_a_batch_runs_are_never_taken_for_silence() -> None:
+    """The race that split utterances under load: the receiver pushes frames and raises the watermark
+    after the front end drained its rings but before it checked for idle speakers."""
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    for frame in frames[:30]:
+        frontend.push_capture(frame)
+        frontend.advance_capture_watermark(frame.timestamp + frame.duration)
+        frontend.process_pending()
+        clock.advance(0.02)
+    assert any(isinstance(e, SpeechStarted) for e in events)
+    # The front end fell 0.6 s behind; while its next batch runs, 30 more frames and their
+    # watermark arrive (a gate inside the drain stands in for the receiver thread).
+    ring = frontend._speakers["a"].ring
+    real_drain = ring.drain
+    late = frames[30:60]
+
+    def drain_then_receiver_runs() -> list[AudioFrame]:
+        drained = real_drain()
+        for frame in late:
+            frontend.push_capture(frame)
+        frontend.advance_capture_watermark(late[-1].timestamp + late[-1].duration)
+        return drained
+
+    ring.drain = drain_then_receiver_runs  # type: ignore[method-assign]
+    clock.advance(late[-1].timestamp + 0.02 - clock.monotonic())
+    frontend.process_pending()
+    ring.drain = real_drain  # type: ignore[method-assign]
+    assert not [e for e in events if isinstance(e, SpeechEnded)], "speech still arriving was ended"
+    frontend.process_pending()  # the late frames: still one utterance
+    assert not [e for e in events if isinstance(e, SpeechEnded)]
