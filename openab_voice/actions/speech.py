@@ -4,7 +4,8 @@ A spoken acknowledgment waits its turn behind whatever the bot is saying; meanwh
 confirm, the task may run and finish. "The task is waiting for confirmation" is then a lie, and said
 before "The task is done." it tells the story backwards. So an acknowledgment carries a
 :class:`~openab_voice.engine.expiry.SpeechCause` that the speaking path checks right before it is
-started, synthesized and played: the action's status must still be the one the line describes.
+started, synthesized and played: the action's status must still be the one the line describes. It
+is also followed while the line plays, so a click that lands mid-sentence cuts it.
 
 The status comes from :class:`ActionStatusView`, which follows ``ActionChanged`` on the bus (every
 transition is published right after its compare-and-set write), so the check reads memory, never the
@@ -14,7 +15,7 @@ database, and is as fresh as the last write.
 from __future__ import annotations
 
 import collections
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from openab_voice.actions.events import ActionChanged
 from openab_voice.actions.jobs import AWAITING_CONFIRMATION, JobStatus
@@ -35,17 +36,33 @@ class ActionStatusView:
     def __init__(self, bus: EventBus, *, keep: int = 256) -> None:
         self._keep = keep
         self._status: collections.OrderedDict[str, JobStatus] = collections.OrderedDict()
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._sub = bus.subscribe(ActionChanged, self._on_changed)
 
     def status(self, action_id: str) -> JobStatus | None:
         """The action's status as last published; None when no transition was seen."""
         return self._status.get(action_id)
 
+    def watch(self, action_id: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each transition of ``action_id``; returns the unwatch function."""
+        self._watchers.setdefault(action_id, []).append(callback)
+
+        def unwatch() -> None:
+            callbacks = self._watchers.get(action_id, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self._watchers.pop(action_id, None)
+
+        return unwatch
+
     def _on_changed(self, event: ActionChanged) -> None:
         self._status[event.action_id] = JobStatus(event.status)
         self._status.move_to_end(event.action_id)
         while len(self._status) > self._keep:
             self._status.popitem(last=False)
+        for callback in tuple(self._watchers.get(event.action_id, ())):
+            callback()
 
     def close(self) -> None:
         """Stop following the bus (idempotent)."""
@@ -74,4 +91,7 @@ def while_status(
         status = view.status(action_id) or now
         return None if status in statuses else f"the action is {status.value}"
 
-    return SpeechCause(name=f"action {action_id} {describes}", expired=expired)
+    def watch(callback: Callable[[], None]) -> Callable[[], None]:
+        return view.watch(action_id, callback)
+
+    return SpeechCause(name=f"action {action_id} {describes}", expired=expired, watch=watch)

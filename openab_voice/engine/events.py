@@ -156,7 +156,8 @@ class SpeechDropped(Event):
         cause: the cause's name (who queued it and why).
         reason: why the cause no longer holds, as the cause reported it.
         point: where the check caught it: ``queued`` (before the response started),
-            ``before_synthesis`` or ``before_audio`` (after synthesis, before its first frame).
+            ``before_synthesis``, ``before_audio`` (after synthesis, before its first frame) or
+            ``playing`` (cut within a frame; what had played stays played).
     """
 
     turn_id: str

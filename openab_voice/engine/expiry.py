@@ -5,7 +5,9 @@ the bot gets to say it: the channel was busy, and meanwhile the operator confirm
 Whoever queues such speech attaches a :class:`SpeechCause`; the engine asks it, without knowing what
 it is about, right before the response starts, right before each sentence is synthesized, and right
 before the utterance's first frame goes to the output. Once it reports a reason the speech is
-dropped (``SpeechDropped`` on the bus) and nothing of it is played.
+dropped (``SpeechDropped`` on the bus) and nothing of it is played. A cause that can tell when it
+may have changed (``watch``) is also followed while its speech plays: when it expires then, the
+output is cut within a frame, as for a barge-in, so a line is never still being said once false.
 
 The engine stays ignorant of actions: the action plane builds the cause from its own state.
 """
@@ -33,10 +35,14 @@ class SpeechCause:
         expired: None while the speech is still true; otherwise the reason it is not
             (``"action is running"``). Called on the event loop, often: it must be cheap and must
             not block (read in-memory state, never the database).
+        watch: optional; registers a callback to run on the event loop whenever the cause may have
+            changed, and returns the function that unregisters it. Without it the cause is only
+            checked at the points above, and speech already playing plays to its end.
     """
 
     name: str
     expired: Callable[[], str | None]
+    watch: Callable[[Callable[[], None]], Callable[[], None]] | None = None
 
     def reason(self) -> str | None:
         """The reason the speech expired, or None while it holds (a predicate that raises counts as

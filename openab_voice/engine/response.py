@@ -296,18 +296,65 @@ class ResponseRunner:
     # --- speak ---------------------------------------------------------------------------------
 
     async def _speak(self, queue: asyncio.Queue[int | None]) -> PlayedPosition | None:
+        with self._watching() as withdrawn:
+            try:
+                while (index := await queue.get()) is not None:
+                    await self._say(index)
+            except _Expired as expired:
+                self._dropped(expired)
+            uid = self._handle.utterance_id
+            if uid is None:
+                return None  # nothing was said
+            with _stage("playback"):
+                # Shielded: cancelling this task must not cancel the output's own future (the output
+                # resolves it with the played position when it is interrupted).
+                played = asyncio.shield(self._d.output.finish(uid))
+                if withdrawn is not None:
+                    waiter = asyncio.ensure_future(withdrawn.wait())
+                    either: set[asyncio.Future[Any]] = {played, waiter}
+                    try:
+                        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                    if not played.done():
+                        self._withdraw()
+                return await played
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[asyncio.Event | None]:
+        """While the response speaks, an event set once its cause reports that it expired (None when
+        the cause cannot be watched)."""
+        cause = self._request.cause
+        if cause is None or cause.watch is None:
+            yield None
+            return
+        expired = asyncio.Event()
+
+        def changed() -> None:
+            if cause.reason() is not None:
+                expired.set()
+
+        unwatch = cause.watch(changed)
         try:
-            while (index := await queue.get()) is not None:
-                await self._say(index)
-        except _Expired as expired:
-            self._dropped(expired)
-        uid = self._handle.utterance_id
-        if uid is None:
-            return None  # nothing was said
-        with _stage("playback"):
-            # Shielded: cancelling this task must not cancel the output's own future (the output
-            # resolves it with the played position when it is interrupted).
-            return await asyncio.shield(self._d.output.finish(uid))
+            yield expired
+        finally:
+            unwatch()
+
+    def _withdraw(self) -> None:
+        """The cause expired while its speech played: cut the output now (the played position comes
+        back through ``finish``, as after a barge-in) and say what was cut."""
+        reason = self._request.cause.reason() if self._request.cause is not None else None
+        self._d.output.interrupt()
+        publish_dropped(
+            self._d.bus,
+            self._d.clock,
+            session_id=self._d.session_id,
+            turn_id=self._handle.turn_id,
+            text=self._handle.text,
+            cause=self._request.cause,
+            reason=reason or "expired",
+            point="playing",
+        )
 
     def _check(self, index: int, point: str) -> None:
         """Raise :class:`_Expired` when the response's cause no longer holds (at sentence ``index``)."""

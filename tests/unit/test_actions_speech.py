@@ -86,12 +86,40 @@ async def test_a_waiting_line_still_true_is_said_and_done_follows_it() -> None:
         rig.say("What is the capital of France?")
         await rig.until_playing("Paris is the capital.")
         rig.manager.announce(ACK_PROPOSED, cause=while_status(view, "a1", now=JobStatus.DELIVERED))
-        await rig.until(lambda: ACK_PROPOSED in rig.played_sentences())
-        run_to_success(rig.bus, "a1")
+        await rig.until(lambda: rig.utterance("announce-1") is not None)
+        run_to_success(rig.bus, "a1")  # the click comes after the line was said: it was true
         rig.manager.announce(DONE)
         await rig.until(lambda: DONE in rig.played_sentences())
         assert rig.played_sentences()[-2:] == [ACK_PROPOSED, DONE]
+        ack = rig.utterance("announce-1")
+        assert ack is not None and not ack.interrupted
         assert rig.of(SpeechDropped) == []
+        view.close()
+
+
+async def test_a_click_while_the_waiting_line_plays_cuts_it_within_a_frame() -> None:
+    async with Rig(replies=[]) as rig:
+        view = ActionStatusView(rig.bus)
+        changed(rig.bus, "a1", JobStatus.PROPOSED, JobStatus.DELIVERED)
+        rig.manager.announce(ACK_PROPOSED, cause=while_status(view, "a1", now=JobStatus.DELIVERED))
+        await rig.until(lambda: ACK_PROPOSED in rig.played_sentences())
+        await rig.run(0.3)
+        clicked = rig.now()
+        changed(rig.bus, "a1", JobStatus.DELIVERED, JobStatus.CONFIRMED)
+        await rig.until(lambda: rig.utterance("announce-1") is not None)
+        rig.manager.announce(DONE)
+        await rig.until(lambda: DONE in rig.played_sentences())
+        ack = rig.utterance("announce-1")
+        assert ack is not None and ack.interrupted and ack.spoken_text == ""
+        [dropped] = rig.of(SpeechDropped)
+        assert (dropped.point, dropped.reason, dropped.text) == (
+            "playing",
+            "the action is confirmed",
+            ACK_PROPOSED,
+        )
+        ack_frames = [at for uid, _, at in rig.output.played if uid == "utt-1"]
+        assert ack_frames and max(ack_frames) <= clicked + 0.02 + 1e-9  # sound stopped within a frame
+        assert rig.played_sentences() == [ACK_PROPOSED, DONE]
         view.close()
 
 

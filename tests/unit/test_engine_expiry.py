@@ -4,13 +4,13 @@ before its first frame; what is dropped is published (virtual time, no sleeps)."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.bus.terminal import describe
 from openab_voice.clock import FakeClock
-from openab_voice.engine.events import BotUtteranceFinished, SpeechDropped
+from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle
 from openab_voice.engine.response import ResponseDeps, ResponseRequest, ResponseRunner
@@ -39,6 +39,7 @@ class Switch:
         self.reason: str | None = None
         self.asked = 0
         self._holds_for = holds_for  # expire by itself after this many checks
+        self.watchers: list[Callable[[], None]] = []
 
     def expired(self) -> str | None:
         self.asked += 1
@@ -46,8 +47,18 @@ class Switch:
             return "moved on"
         return self.reason
 
-    def cause(self, name: str = "test cause") -> SpeechCause:
-        return SpeechCause(name=name, expired=self.expired)
+    def cause(self, name: str = "test cause", *, watched: bool = False) -> SpeechCause:
+        return SpeechCause(name=name, expired=self.expired, watch=self.watch if watched else None)
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self.watchers.append(callback)
+        return lambda: self.watchers.remove(callback)
+
+    def flip(self, reason: str | None) -> None:
+        """The cause expires and says so (as the action plane does on a transition)."""
+        self.reason = reason
+        for callback in tuple(self.watchers):
+            callback()
 
 
 async def test_a_line_that_expired_while_queued_is_dropped_and_the_next_one_plays() -> None:
@@ -120,6 +131,35 @@ async def test_expired_during_synthesis_is_caught_before_the_first_frame() -> No
         assert rig.tts.requested == [WAITING] and rig.tts.closed_early == [WAITING]
         assert rig.output.played == []  # not one frame
         assert "thinking->speaking" not in rig.states()
+
+
+async def test_a_watched_cause_that_expires_mid_line_cuts_it_and_unwatches() -> None:
+    switch = Switch()
+    async with Rig(replies=[]) as rig:
+        rig.manager.announce(WAITING, cause=switch.cause(watched=True))
+        await rig.until(lambda: WAITING in rig.played_sentences())
+        assert len(switch.watchers) == 1
+        await rig.run(0.2)
+        switch.flip("moved on")
+        await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
+        [dropped] = rig.of(SpeechDropped)
+        assert (dropped.point, dropped.reason) == ("playing", "moved on")
+        [finished] = rig.of(BotUtteranceFinished)
+        assert finished.interrupted and finished.spoken_text == ""
+        assert switch.watchers == []  # unwatched once the response ended
+        assert rig.of(InterruptionDetected) == []  # nobody barged in: the line withdrew itself
+
+
+async def test_a_watched_cause_that_changes_but_still_holds_plays_on() -> None:
+    switch = Switch()
+    async with Rig(replies=[]) as rig:
+        rig.manager.announce(WAITING, cause=switch.cause(watched=True))
+        await rig.until(lambda: WAITING in rig.played_sentences())
+        switch.flip(None)  # a transition that keeps the line true
+        await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
+        [finished] = rig.of(BotUtteranceFinished)
+        assert not finished.interrupted and finished.spoken_text == WAITING
+        assert rig.of(SpeechDropped) == []
 
 
 async def test_a_cause_that_cannot_be_checked_is_treated_as_expired() -> None:
