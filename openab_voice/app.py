@@ -7,10 +7,12 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 import aiohttp
 
+from openab_voice.acp.sandbox import build_sandbox
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.execution import AgentSettings, workspace_root
 from openab_voice.actions.jobs import EffectCeiling
@@ -33,7 +35,7 @@ from openab_voice.engine.settings import (
     DialogueSettings,
     negotiate,
 )
-from openab_voice.errors import ConfigError
+from openab_voice.errors import AcpError, ConfigError
 from openab_voice.providers.speech_registry import (
     ChatConfig,
     SttConfig,
@@ -156,20 +158,36 @@ def build_action_plane(
     url = resolve_url(settings)
     upgrade(url)
     store = JobStore(open_engine(url), clock)
+    agent_environ = dict(os.environ if environ is None else environ)
+    credentials = tuple(parse_agent_env_entry(entry) for entry in settings.acp_env)
+    try:
+        sandbox, no_sandbox = build_sandbox(
+            settings.acp_sandbox,
+            data_dir=settings.data_dir,
+            environ=agent_environ,
+            hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
+            + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
+        )
+    except AcpError as exc:
+        raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
+    if no_sandbox is not None:
+        log.warning("agents run without a sandbox (no workspace_exec): %s", no_sandbox)
     broker = BrokerSettings(
         operator_user_id=settings.operator_user_id,
         expiry_s=settings.action_expiry_s,
         max_effect=EffectCeiling(settings.action_max_effect),
+        exec_unavailable=no_sandbox,
     )
     agent = AgentSettings(
         command=tuple(shlex.split(settings.acp_agent_command)),
         env_allowlist=settings.acp_env_allowlist,
-        environ=dict(os.environ if environ is None else environ),
+        environ=agent_environ,
         turn_timeout_s=settings.acp_turn_timeout_s,
         cancel_grace_s=settings.acp_cancel_grace_s,
         trusted_listener_ids=frozenset(settings.trusted_listener_ids),
-        credentials=tuple(parse_agent_env_entry(entry) for entry in settings.acp_env),
+        credentials=credentials,
         auth_method=settings.acp_auth_method,
+        sandbox=sandbox,
     )
     return ActionPlane(
         store=store,

@@ -145,9 +145,16 @@ class Settings(BaseSettings):
     action_expiry_s: float = Field(
         default=300.0, gt=0, le=86_400, description="A proposal not confirmed by then expires."
     )
-    action_max_effect: Literal["read_only", "workspace_write", "external"] = Field(
-        default="workspace_write",
-        description="Highest effect ceiling a confirmation grants (the proposal's hint is capped by it).",
+    action_max_effect: Literal["read_only", "workspace_write", "workspace_exec", "external"] = Field(
+        default="workspace_exec",
+        description=(
+            "Highest effect ceiling a confirmation grants (the proposal's hint is capped by it); "
+            "workspace_exec is only granted by its own button and only inside the agent sandbox."
+        ),
+    )
+    acp_sandbox: Literal["auto", "bwrap", "off"] = Field(
+        default="auto",
+        description="Agent sandbox: auto (bubblewrap when it works here), bwrap (required) or off.",
     )
     trusted_listener_ids: tuple[int, ...] = Field(
         default=(),

@@ -10,6 +10,8 @@ ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0' || need_apt+=(libopus0)
 # PostgreSQL server: the store's tests run on SQLite and on a real PostgreSQL (tests/conftest.py starts
 # a throwaway cluster on loopback unless TEST_POSTGRES_URL names one).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# bubblewrap: every ACP agent runs in a bwrap sandbox (docs/adr/0007); workspace_exec needs it.
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 # swig: builds the optional webrtc-audio-processing APM from its sdist (pip caches the built wheel).
 command -v swig >/dev/null 2>&1 || need_apt+=(swig)
 # chromium: the test that the demo's HTML report renders loads it in headless Chromium.

@@ -81,6 +81,7 @@ class ActionClient:
         on_decision: Called with every permission decision, in order (audit). Must not raise.
         on_tool_call: Called with every tool call announcement or update. Must not raise.
         max_output_chars: Bound on the collected message text.
+        sandboxed: The agent runs in the sandbox (``execute`` then needs only ``workspace_exec``).
     """
 
     def __init__(
@@ -91,7 +92,9 @@ class ActionClient:
         on_decision: DecisionHook | None = None,
         on_tool_call: ToolCallHook | None = None,
         max_output_chars: int = MAX_OUTPUT_CHARS,
+        sandboxed: bool = False,
     ) -> None:
+        self._sandboxed = sandboxed
         self._ceiling = ceiling
         self._workspace = workspace
         self._on_decision = on_decision
@@ -144,7 +147,9 @@ class ActionClient:
                 reason=f"not our session ({session_id!r}): cancelled",
             )
         else:
-            decision = permissions.resolve(merged, options, self._ceiling, workspace=self._workspace)
+            decision = permissions.resolve(
+                merged, options, self._ceiling, workspace=self._workspace, sandboxed=self._sandboxed
+            )
         self._decisions.append(decision)
         if self._on_decision is not None:
             self._on_decision(decision)

@@ -142,20 +142,23 @@ class AgentRun:
             verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
         try:
+            sandbox = request.sandbox
             process = await AgentProcess.start(
-                request.command,
+                request.command if sandbox is None else sandbox.command(request.command, workspace),
                 env=env,
                 cwd=workspace.path,
                 stderr_log=workspace.logs / STDERR_LOG,
                 clock=self._clock,
+                sandboxed=sandbox is not None,
             )
         except AcpError as exc:
             verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        self._emit("process_started", pid=process.pid, pgid=process.pgid)
+        self._emit("process_started", pid=process.pid, pgid=process.pgid, sandboxed=process.sandboxed)
         client = ActionClient(
             ceiling=request.effect_ceiling,
             workspace=workspace.path,
+            sandboxed=process.sandboxed,
             on_decision=self._decided,
             on_tool_call=self._tool_call,
         )

@@ -35,12 +35,16 @@ WRITE_KINDS = frozenset({"edit", "delete", "move"})
 OnceKind = Literal["allow_once", "reject_once"]
 
 
-def needed_effect(tool_call: ToolCallUpdate, workspace: Path) -> tuple[EffectCeiling, str]:
+def needed_effect(
+    tool_call: ToolCallUpdate, workspace: Path, *, sandboxed: bool = False
+) -> tuple[EffectCeiling, str]:
     """The effect ``tool_call`` needs by a fail-closed reading, and why.
 
     Args:
         tool_call: The tool call as the permission request (merged with its announcement) gives it.
         workspace: The working tree; writes anywhere else are external effects.
+        sandboxed: The agent runs in the sandbox (``acp/sandbox.py``), where a command can write
+            only the working tree: ``execute`` then needs ``workspace_exec``, else ``external``.
 
     Returns:
         The needed effect level and a short reason.
@@ -58,6 +62,8 @@ def needed_effect(tool_call: ToolCallUpdate, workspace: Path) -> tuple[EffectCei
         return EffectCeiling.WORKSPACE_WRITE, f"kind {kind} touches only the workspace"
     if kind is None:
         return EffectCeiling.EXTERNAL, "no tool kind given, so anything is possible"
+    if kind == "execute" and sandboxed:
+        return EffectCeiling.WORKSPACE_EXEC, "kind execute runs a command inside the sandbox"
     # execute, fetch, other, switch_mode (and any kind a later protocol version adds).
     return EffectCeiling.EXTERNAL, f"kind {kind} may have effects outside the workspace"
 
@@ -68,6 +74,7 @@ def resolve(
     ceiling: EffectCeiling,
     *,
     workspace: Path,
+    sandboxed: bool = False,
 ) -> PermissionDecision:
     """Answer one permission request within ``ceiling``, fail closed.
 
@@ -76,12 +83,13 @@ def resolve(
         options: The options the agent offered.
         ceiling: The effect ceiling the operator confirmed.
         workspace: The working tree.
+        sandboxed: The agent runs in the sandbox (see :func:`needed_effect`).
 
     Returns:
         The decision: ``allow_once`` if the needed effect is within the ceiling, else ``reject_once``;
         ``cancelled`` when that once-option is not offered. Never ``allow_always`` / ``reject_always``.
     """
-    needed, why = needed_effect(tool_call, workspace)
+    needed, why = needed_effect(tool_call, workspace, sandboxed=sandboxed)
     wanted: OnceKind
     if ceiling.allows(needed):
         wanted, verdict = "allow_once", f"{why}; {needed.value} is within the {ceiling.value} ceiling"

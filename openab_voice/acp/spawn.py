@@ -8,8 +8,10 @@ running as an orphan that ignores stdin closing, and Gemini relaunches itself as
 agent starts with ``start_new_session=True`` (its own session and process group) and is always
 stopped by signalling the whole group, never only the parent.
 
-A process that calls ``setsid`` itself leaves our group and escapes this check; the executor pod
-(``k8s/``) is the containment for that.
+A process that calls ``setsid`` itself leaves our group. Run in a :class:`~openab_voice.acp.sandbox.Sandbox`
+(bubblewrap with its own PID namespace), it still dies with the run: killing the group kills the
+namespace, and quiescence also checks that no live process is left in the namespace. Without a
+sandbox only the executor pod (``k8s/``) contains it.
 """
 
 from __future__ import annotations
@@ -105,19 +107,33 @@ class AgentProcess:
     Use :meth:`start`; finish with :meth:`stop` (or :meth:`kill_now` on an abandoned path).
     """
 
-    def __init__(self, proc: asyncio.subprocess.Process, *, clock: Clock, stderr_log: Path) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, *, clock: Clock, stderr_log: Path, sandboxed: bool = False
+    ) -> None:
         self._proc = proc
         self._clock = clock
         self.pid = proc.pid
         # start_new_session makes the child a session and group leader: its pgid is its pid.
         self.pgid = proc.pid
         self.stderr_log = stderr_log
+        self.sandboxed = sandboxed
+        self._pidns: str | None = None  # the sandbox's PID namespace, once seen
 
     @classmethod
     async def start(
-        cls, command: Sequence[str], *, env: Mapping[str, str], cwd: Path, stderr_log: Path, clock: Clock
+        cls,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        stderr_log: Path,
+        clock: Clock,
+        sandboxed: bool = False,
     ) -> AgentProcess:
         """Spawn ``command`` (already shell-split) with exactly ``env`` in ``cwd``.
+
+        ``sandboxed``: ``command`` is a bubblewrap command line with its own PID namespace, whose
+        members quiescence then checks too.
 
         Raises:
             AcpError: ``ACP_SPAWN_FAILED`` when the program cannot be started.
@@ -147,7 +163,7 @@ class AgentProcess:
             ) from None
         finally:
             os.close(stderr)  # the child holds its own copy
-        return cls(proc, clock=clock, stderr_log=stderr_log)
+        return cls(proc, clock=clock, stderr_log=stderr_log, sandboxed=sandboxed)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -180,11 +196,15 @@ class AgentProcess:
 
     def kill_now(self) -> None:
         """SIGKILL the whole group without waiting (for paths that are being abandoned)."""
+        self._remember_namespace()
         self._close_stdin()
         self.signal_group(signal.SIGKILL)
 
     def quiescent(self) -> bool:
-        """Whether no live process is left in the group (zombies waiting to be reaped do not count)."""
+        """Whether no live process is left in the group, nor in the sandbox's PID namespace (zombies
+        waiting to be reaped do not count)."""
+        if self._pidns is not None and _live_in_namespace(self._pidns):
+            return False
         try:
             os.killpg(self.pgid, 0)
         except ProcessLookupError:
@@ -193,6 +213,11 @@ class AgentProcess:
             return False
         return not _live_members(self.pgid)
 
+    def _remember_namespace(self) -> None:
+        """Note the sandbox's PID namespace (from bubblewrap's child) before anything is killed."""
+        if self.sandboxed and self._pidns is None:
+            self._pidns = _child_namespace(self.pid)
+
     async def stop(self, grace_s: float, *, kill_wait_s: float = 5.0) -> bool:
         """Close stdin, SIGTERM the group, wait up to ``grace_s``, then SIGKILL; reap the leader.
 
@@ -200,6 +225,7 @@ class AgentProcess:
             Whether the group is quiescent afterwards.
         """
         try:
+            self._remember_namespace()
             self._close_stdin()
             if not await self._wait_quiescent(0.0):
                 self.signal_group(signal.SIGTERM)
@@ -230,6 +256,32 @@ class AgentProcess:
         finished, _ = await bounded(self._clock, timeout_s, self._proc.wait())
         if not finished:
             log.warning("agent process %d not reaped after %.1f s", self.pid, timeout_s)
+
+
+def _child_namespace(pid: int) -> str | None:
+    """The PID namespace of ``pid``'s first child (bubblewrap's namespace init), if it has one."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
+    except OSError:
+        return None
+
+
+def _live_in_namespace(namespace: str) -> list[int]:
+    """Pids of live (non-zombie) processes in PID namespace ``namespace``."""
+    live = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "ns" / "pid") != namespace:
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        if stat[stat.rfind(")") + 2 :].split()[0] != "Z":
+            live.append(int(entry.name))
+    return live
 
 
 def _live_members(pgid: int) -> list[int]:

@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from openab_voice.actions.jobs import EffectCeiling
+
+if TYPE_CHECKING:
+    from openab_voice.acp.sandbox import Sandbox
 
 
 class ExecutionOutcome(StrEnum):
@@ -81,6 +84,7 @@ class TurnRequest:
         credentials: The agent's own credentials, ``(NAME, SOURCE)`` pairs of ``OPENAB_ACP_ENV``
             (see :func:`~openab_voice.acp.spawn.agent_environment`).
         auth_method: ACP ``authenticate`` method id sent before ``session/new``, if the agent offers it.
+        sandbox: Run the agent in this bubblewrap sandbox (None: process group containment only).
         turn_timeout_s: Longest prompt turn; past it the agent is stopped and the outcome is unknown.
         cancel_grace_s: How long a cancelled agent gets to confirm with ``cancelled`` before it is killed.
         startup_timeout_s: Bound on ``initialize`` + ``session/new`` (nothing asked of the agent yet).
@@ -95,6 +99,7 @@ class TurnRequest:
     environ: Mapping[str, str] = field(repr=False)
     credentials: tuple[tuple[str, str], ...] = ()
     auth_method: str | None = None
+    sandbox: Sandbox | None = None
     turn_timeout_s: float
     cancel_grace_s: float
     startup_timeout_s: float = 30.0

@@ -21,8 +21,10 @@ from collections.abc import Callable
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
 from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
+from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import (
     CONFIRM,
+    CONFIRM_EXEC,
     CancelReply,
     ControlChannel,
     DeliveryFailed,
@@ -156,14 +158,18 @@ class ActionBroker:
             action_id=record.id,
             detail={"source": request.source, "call_id": request.call_id[:100]},
         )
+        wants_exec = asks_to_run(record.goal)
+        exec_refusal = self._settings.exec_refusal()
         view = ProposalView(
             action_id=record.id,
             channel_id=record.text_channel_id,
             goal=record.goal,
             proposed_by=record.proposed_by,
-            effect_ceiling=record.effect_hint,
+            effect_ceiling=_plain_ceiling(record.effect_hint).value,
             expires_at=record.expires_at,
             source=request.source,
+            offers_exec=wants_exec and exec_refusal is None,
+            exec_note=exec_refusal if wants_exec else None,
         )
         try:
             message_id = await self._channel.post_proposal(view)
@@ -251,13 +257,20 @@ class ActionBroker:
             return await self._refuse_click(
                 action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
             )
-        if decision == CONFIRM:
-            return await self._confirm(record, user_id)
+        if decision in (CONFIRM, CONFIRM_EXEC):
+            return await self._confirm(record, user_id, run_commands=decision == CONFIRM_EXEC)
         return await self._reject(record, user_id)
 
-    async def _confirm(self, record: ActionRecord, user_id: int) -> Outcome:
+    async def _confirm(self, record: ActionRecord, user_id: int, *, run_commands: bool) -> Outcome:
         clicked_at = self._clock.monotonic()
-        ceiling = EffectCeiling(record.effect_hint)
+        if run_commands:
+            # Only the operator's own button grants commands, and only inside an active sandbox.
+            refusal = self._settings.exec_refusal()
+            if refusal is not None:
+                return await self._refuse_click(record.id, user_id, "ACTION_EXEC_UNAVAILABLE", refusal)
+            ceiling = EffectCeiling.WORKSPACE_EXEC
+        else:
+            ceiling = _plain_ceiling(record.effect_hint)
         try:
             confirmed = await self._jobs.apply(
                 record,
@@ -418,3 +431,9 @@ class ActionBroker:
             await self._channel.close_proposal(channel_id=channel_id, message_id=message_id, note=note)
         except DeliveryFailed:
             log.warning("could not update proposal message %s", message_id)
+
+
+def _plain_ceiling(hint: EffectCeiling) -> EffectCeiling:
+    """The ceiling the plain Confirm button grants: the hint, but never ``workspace_exec`` (that one
+    only comes from its own button). ``external`` stays as the policy (``max_effect``) allowed it."""
+    return EffectCeiling.WORKSPACE_WRITE if hint is EffectCeiling.WORKSPACE_EXEC else hint

@@ -24,6 +24,7 @@ from typing import Any
 
 from openab_voice.acp.deadline import bounded
 from openab_voice.acp.driver import AgentRun
+from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import (
     ExecutionOutcome,
     PermissionDecision,
@@ -73,6 +74,7 @@ class AgentSettings:
     trusted_listener_ids: frozenset[int] = frozenset()
     credentials: tuple[tuple[str, str], ...] = ()  # OPENAB_ACP_ENV, parsed
     auth_method: str | None = None
+    sandbox: Sandbox | None = None  # every agent runs in it when set
 
 
 @dataclass(slots=True)
@@ -195,6 +197,12 @@ class ActionExecutor:
             raise
 
     async def _steps(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
+        ceiling = EffectCeiling(record.effect_ceiling or record.effect_hint)
+        if ceiling is EffectCeiling.WORKSPACE_EXEC and self._agent.sandbox is None:
+            # Never silently widened or narrowed: the operator granted commands inside a sandbox.
+            why = "workspace_exec needs the agent sandbox (bubblewrap), which is not active here"
+            await self._finish_unstarted(record, "ACP_SANDBOX_UNAVAILABLE", why)
+            return
         try:
             workspace = await self._workspaces.prepare(record.id)
         except OpenabError as exc:
@@ -241,6 +249,7 @@ class ActionExecutor:
             environ=self._agent.environ,
             credentials=self._agent.credentials,
             auth_method=self._agent.auth_method,
+            sandbox=self._agent.sandbox,
             turn_timeout_s=self._agent.turn_timeout_s,
             cancel_grace_s=self._agent.cancel_grace_s,
         )

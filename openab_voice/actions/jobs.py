@@ -80,11 +80,14 @@ class EffectCeiling(StrEnum):
 
     READ_ONLY = "read_only"
     WORKSPACE_WRITE = "workspace_write"
+    # Run commands, but only inside the agent's sandbox (docs/adr/0007-agent-sandbox.md): granted only
+    # by the operator's own button at confirmation, and only while the sandbox is active.
+    WORKSPACE_EXEC = "workspace_exec"
     EXTERNAL = "external"
 
     @property
     def rank(self) -> int:
-        """0 for read_only, 1 for workspace_write, 2 for external."""
+        """0 for read_only, 1 for workspace_write, 2 for workspace_exec, 3 for external."""
         return _CEILING_ORDER.index(self)
 
     def allows(self, needed: EffectCeiling) -> bool:
@@ -92,7 +95,12 @@ class EffectCeiling(StrEnum):
         return needed.rank <= self.rank
 
 
-_CEILING_ORDER = (EffectCeiling.READ_ONLY, EffectCeiling.WORKSPACE_WRITE, EffectCeiling.EXTERNAL)
+_CEILING_ORDER = (
+    EffectCeiling.READ_ONLY,
+    EffectCeiling.WORKSPACE_WRITE,
+    EffectCeiling.WORKSPACE_EXEC,
+    EffectCeiling.EXTERNAL,
+)
 
 
 def transition(status: JobStatus, event: JobEvent) -> JobStatus:

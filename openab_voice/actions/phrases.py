@@ -55,3 +55,22 @@ def _phrase_end(words: list[tuple[str, int]], i: int) -> int | None:
     if j < len(words) and words[j][0] in ("task", "tasks"):
         return words[j][1]
     return None
+
+
+# Words that ask for commands to be run: the proposal then offers the workspace_exec button.
+_RUN_WORDS = frozenset(
+    {"run", "runs", "running", "test", "tests", "testing", "build", "compile", "execute", "pytest", "lint"}
+)
+_RUN_TOOLS = frozenset({"npm", "make", "cargo", "go", "tox", "pip", "uv"})
+
+
+def asks_to_run(goal: str) -> bool:
+    """Whether ``goal`` asks for something to be run (tests, a build, a command).
+
+    >>> asks_to_run("fix the parser and run the tests")
+    True
+    >>> asks_to_run("write the release notes")
+    False
+    """
+    words = {word.lower() for word in _WORD.findall(goal)}
+    return bool(words & _RUN_WORDS or words & _RUN_TOOLS)

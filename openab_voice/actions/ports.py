@@ -15,8 +15,12 @@ from typing import Protocol
 from openab_voice.errors import ActionError
 
 CONFIRM = "confirm"
+CONFIRM_EXEC = "confirm_exec"  # confirm with the workspace_exec ceiling: commands inside the sandbox
 REJECT = "reject"
 CUSTOM_ID_PREFIX = "openab:action"
+
+
+DECISIONS = (CONFIRM, CONFIRM_EXEC, REJECT)
 
 
 def button_id(decision: str, action_id: str) -> str:
@@ -27,7 +31,7 @@ def button_id(decision: str, action_id: str) -> str:
 def parse_button_id(custom_id: str) -> tuple[str, str] | None:
     """(decision, action id) of one of our buttons, else None."""
     parts = custom_id.split(":")
-    if len(parts) != 4 or ":".join(parts[:2]) != CUSTOM_ID_PREFIX or parts[2] not in (CONFIRM, REJECT):
+    if len(parts) != 4 or ":".join(parts[:2]) != CUSTOM_ID_PREFIX or parts[2] not in DECISIONS:
         return None
     return parts[2], parts[3]
 
@@ -49,7 +53,11 @@ class DeliveryFailed(ActionError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProposalView:
-    """What the operator sees before confirming: exactly what will be asked of the agent."""
+    """What the operator sees before confirming: exactly what will be asked of the agent.
+
+    ``offers_exec``: the goal asks to run something and the sandbox is active, so the proposal gets a
+    third button that confirms with ``workspace_exec``; ``exec_note`` says why it is not offered.
+    """
 
     action_id: str
     channel_id: int
@@ -58,6 +66,8 @@ class ProposalView:
     effect_ceiling: str
     expires_at: float
     source: str
+    offers_exec: bool = False
+    exec_note: str | None = None
 
 
 class ControlChannel(Protocol):

@@ -19,6 +19,16 @@ class BrokerSettings:
     expiry_s: float = 300.0
     max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
     sweep_interval_s: float = 5.0
+    # Why the workspace_exec ceiling cannot be granted here (None: the agent sandbox is active).
+    exec_unavailable: str | None = "no agent sandbox is configured"
+
+    def exec_refusal(self) -> str | None:
+        """Why a confirmation with ``workspace_exec`` would be refused, or None when it can be granted."""
+        if self.exec_unavailable is not None:
+            return f"running commands needs the agent sandbox: {self.exec_unavailable}"
+        if not self.max_effect.allows(EffectCeiling.WORKSPACE_EXEC):
+            return f"OPENAB_ACTION_MAX_EFFECT is {self.max_effect.value}, below workspace_exec"
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import discord
 
-from openab_voice.actions.ports import CONFIRM, REJECT, DeliveryFailed, ProposalView, button_id
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, REJECT, DeliveryFailed, ProposalView, button_id
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +29,34 @@ def proposal_text(proposal: ProposalView) -> str:
         f"Requested by <@{proposal.proposed_by}> (by voice, {proposal.source})\n"
         f"Goal: {proposal.goal}\n"
         f"Effect ceiling: `{proposal.effect_ceiling}` · expires {expires}\n"
-        "Nothing runs until the operator presses Confirm. A spoken yes approves nothing."
+        + _exec_line(proposal)
+        + "Nothing runs until the operator presses Confirm. A spoken yes approves nothing."
     )
 
 
-def _buttons(action_id: str) -> discord.ui.View:
+def _exec_line(proposal: ProposalView) -> str:
+    if proposal.offers_exec:
+        return "**Confirm + run commands** grants `workspace_exec`: commands run inside the agent sandbox.\n"
+    if proposal.exec_note:
+        return f"Running commands is not offered: {proposal.exec_note}.\n"
+    return ""
+
+
+def _buttons(action_id: str, *, offers_exec: bool = False) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(
         discord.ui.Button(
             label="Confirm", style=discord.ButtonStyle.success, custom_id=button_id(CONFIRM, action_id)
         )
     )
+    if offers_exec:
+        view.add_item(
+            discord.ui.Button(
+                label="Confirm + run commands",
+                style=discord.ButtonStyle.primary,
+                custom_id=button_id(CONFIRM_EXEC, action_id),
+            )
+        )
     view.add_item(
         discord.ui.Button(
             label="Reject", style=discord.ButtonStyle.danger, custom_id=button_id(REJECT, action_id)
@@ -69,7 +86,9 @@ class DiscordControlChannel:
         channel = await self._channel(proposal.channel_id)
         try:
             message = await channel.send(
-                proposal_text(proposal), view=_buttons(proposal.action_id), allowed_mentions=_NO_MENTIONS
+                proposal_text(proposal),
+                view=_buttons(proposal.action_id, offers_exec=proposal.offers_exec),
+                allowed_mentions=_NO_MENTIONS,
             )
         except discord.DiscordException as exc:
             raise DeliveryFailed(f"could not post the proposal: {exc}") from exc

@@ -27,6 +27,11 @@ Modes (``normal`` by default):
   then reports its environment like ``env``.
 - ``spawn-child``: starts a grandchild sleeper in its process group, reports ``CHILD <pid>`` (also
   written to ``CHILD.pid`` in its cwd), then hangs like ``hang``.
+- ``setsid-child``: the same, but the sleeper calls ``setsid`` (leaves the agent's process group and
+  session) and has ``openab-setsid-child`` and its cwd in its command line, so a test can find it.
+- ``run-tests``: a coding task: asks to edit ``calc.py`` in its cwd (fixes ``a - b`` to ``a + b``),
+  then asks to ``execute`` ``python -m unittest`` there; runs it if allowed and reports
+  ``TESTS exit=<status>`` and the output.
 """
 
 from __future__ import annotations
@@ -93,7 +98,10 @@ MODES = (
     "auth",
     "login",
     "spawn-child",
+    "setsid-child",
+    "run-tests",
 )
+SETSID_MARKER = "openab-setsid-child"
 SESSION_ID = "scripted-session-1"
 LOGIN_METHOD = "api-key"
 SLOW_TURN_S = 60.0
@@ -171,10 +179,15 @@ class ScriptedAgent:
             case "crash":
                 await self._say(session_id, "Starting, then crashing.\n")
                 os._exit(3)
-            case "hang" | "spawn-child":
-                if self.mode == "spawn-child":
+            case "hang" | "spawn-child" | "setsid-child":
+                if self.mode != "hang":
                     child = await asyncio.create_subprocess_exec(
-                        sys.executable, "-c", "import time; time.sleep(600)"
+                        sys.executable,
+                        "-c",
+                        "import time; time.sleep(600)",
+                        SETSID_MARKER,
+                        str(self._cwd),
+                        start_new_session=self.mode == "setsid-child",
                     )
                     (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
                     await self._say(session_id, f"CHILD {child.pid}")
@@ -192,6 +205,8 @@ class ScriptedAgent:
                 await self._ask(
                     session_id, "late-edit", "Edit after cancel", "edit", ("allow_once", "reject_once")
                 )
+            case "run-tests":
+                await self._fix_and_test(session_id)
             case "env" | "login":
                 await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
             case "external" | "mixed":
@@ -232,6 +247,34 @@ class ScriptedAgent:
         else:
             await self._update(session_id, "write-result", "failed")
             await self._say(session_id, "Permission refused: RESULT.md not written.")
+
+    async def _fix_and_test(self, session_id: str) -> None:
+        await self._say(session_id, "Fixing calc.py, then running the tests.\n")
+        source = self._cwd / "calc.py"
+        await self._client_or_fail().session_update(
+            session_id=session_id,
+            update=start_tool_call(
+                "fix-calc",
+                "Fix calc.py",
+                kind="edit",
+                status="pending",
+                locations=[ToolCallLocation(path=str(source))],
+            ),
+        )
+        if await self._ask(session_id, "fix-calc", "Fix calc.py", None, _ONCE):
+            source.write_text(source.read_text(encoding="utf-8").replace("a - b", "a + b"), encoding="utf-8")
+            await self._update(session_id, "fix-calc", "completed")
+        command = (sys.executable, "-m", "unittest", "-q")
+        if not await self._ask(
+            session_id, "run-tests", "python -m unittest -q", "execute", _ONCE, in_request=True
+        ):
+            await self._say(session_id, "Not allowed to run the tests.")
+            return
+        proc = await asyncio.create_subprocess_exec(
+            *command, cwd=self._cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        output, _ = await proc.communicate()
+        await self._say(session_id, f"TESTS exit={proc.returncode}\n{output.decode('utf-8', 'replace')}")
 
     async def _ask(
         self,

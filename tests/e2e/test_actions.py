@@ -128,6 +128,11 @@ async def test_spoken_task_is_pinned_confirmed_by_the_operator_and_reported_in_t
     say(h, OPERATOR, "Start a task: write the release notes for version two.", 1)
     await until(lambda: bool(proposals(h)), "the proposal")
     message = proposals(h)[0]
+    # The message is visible as soon as it is posted; the store says delivered once it is also pinned.
+    await until(
+        lambda: [a.status for a in plane.store.recent(guild_id=h.emulator.guild_id)] == [JobStatus.DELIVERED],
+        "the delivered write",
+    )
     action = await only_action(plane, h)
     assert action.status is JobStatus.DELIVERED and action.goal == "write the release notes for version two."
     assert action.proposed_by == OPERATOR and action.proposal_message_id == int(message["id"])

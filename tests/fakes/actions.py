@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
@@ -283,6 +284,7 @@ async def plane_rig(
     env_allowlist: tuple[str, ...] = (),
     credentials: tuple[tuple[str, str], ...] = (),
     auth_method: str | None = None,
+    sandbox: Sandbox | None = None,
     turn_timeout_s: float = 5.0,
     cancel_grace_s: float = 0.5,
     expiry_s: float = 300.0,
@@ -307,7 +309,13 @@ async def plane_rig(
     plane = ActionPlane(
         store=store,
         workspaces=workspaces,
-        broker=BrokerSettings(operator_user_id=OPERATOR, expiry_s=expiry_s),
+        broker=BrokerSettings(
+            operator_user_id=OPERATOR,
+            expiry_s=expiry_s,
+            # Commands (workspace_exec) only where a test gives the agent a sandbox.
+            max_effect=EffectCeiling.WORKSPACE_WRITE if sandbox is None else EffectCeiling.WORKSPACE_EXEC,
+            exec_unavailable=None if sandbox is not None else "no agent sandbox in this test",
+        ),
         agent=AgentSettings(
             command=agent_command(mode),
             env_allowlist=env_allowlist,
@@ -317,6 +325,7 @@ async def plane_rig(
             trusted_listener_ids=trusted,
             credentials=credentials,
             auth_method=auth_method,
+            sandbox=sandbox,
         ),
         bus=bus,
         clock=clock,
