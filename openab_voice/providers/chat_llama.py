@@ -218,18 +218,30 @@ class LlamaChat:
         emit(ChatDone(finish_reason=finish))
 
     def _fit(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-        """Drop the oldest non-system messages until prompt + reply fit the context window."""
+        """Drop the oldest non-system messages until prompt + reply fit the context window.
+
+        The example exchange goes last, and as a pair: the model answers better with it than with
+        old history, and an example answer without its question would read as something it said.
+        """
         budget = self._llm.n_ctx() - self._max_tokens
         sizes = [
             len(self._llm.tokenize(m["content"].encode(), add_bos=False)) + _PER_MESSAGE_TOKENS
             for m in messages
         ]
+        example = _example_at(messages)
         kept = list(range(len(messages)))
         while sum(sizes[i] for i in kept) > budget:
-            oldest = next((i for i in kept if messages[i]["role"] != "system"), None)
-            if oldest is None or oldest == kept[-1]:
+            history = [i for i in kept if messages[i]["role"] != "system" and i not in example]
+            if len(history) > 1:
+                kept.remove(history[0])
+                for i in history[1:-1]:  # and its answer: no reply to a question no longer there
+                    if messages[i]["role"] != "assistant":
+                        break
+                    kept.remove(i)
+            elif example and example[0] in kept:
+                kept = [i for i in kept if i not in example]
+            else:
                 break  # never drop the newest turn; llama.cpp reports what still does not fit
-            kept.remove(oldest)
         return [messages[i] for i in kept]
 
     async def aclose(self) -> None:
@@ -279,6 +291,15 @@ def _to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
             continue  # an assistant turn that only called tools
         wire.append({"role": message.role, "content": content})
     return wire
+
+
+def _example_at(messages: list[dict[str, str]]) -> tuple[int, ...]:
+    """The indices of the example exchange in ``messages`` (empty when it is not there)."""
+    n = len(EXAMPLE_EXCHANGE)
+    for i in range(len(messages) - n + 1):
+        if tuple(messages[i : i + n]) == EXAMPLE_EXCHANGE:
+            return tuple(range(i, i + n))
+    return ()
 
 
 def create(config: ChatConfig) -> LlamaChat:

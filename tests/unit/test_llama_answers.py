@@ -146,3 +146,16 @@ def test_the_request_carries_no_label_for_the_model_to_copy() -> None:
     # The example exchange sits between the system messages and the conversation.
     assert [m["role"] for m in wire] == ["system", "system", "user", "assistant", "user", "user"]
     assert tuple(wire[2:4]) == EXAMPLE_EXCHANGE
+
+
+def test_a_long_history_is_trimmed_before_the_example(chat: LlamaChat) -> None:
+    context = ShortTermContext(system_prompt=SMALL_MODEL_PROMPT, max_turns=200, max_notes=0)
+    for i in range(60):
+        context.record_turn(utterance(i, f"Tell me fact number {i} about the ocean and its tides, please."))
+        context.record_heard(f"t{i}", f"Fact {i}: the ocean covers most of the planet and moves twice a day.")
+    wire = _to_llama_messages(context.messages(utterance(99, "Thanks!")))
+    fitted = chat._fit(wire)
+    assert len(fitted) < len(wire)
+    assert tuple(fitted[1:3]) == EXAMPLE_EXCHANGE  # kept, whole, right after the system prompt
+    assert fitted[-1]["content"] == "Thanks!"
+    assert fitted[3]["role"] == "user"  # history trimmed from its oldest turn
