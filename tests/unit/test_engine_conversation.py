@@ -270,3 +270,19 @@ async def test_announcements_wait_for_the_answer_and_never_reach_the_model() -> 
         causes = [c.cause for c in rig.of(DialogueStateChanged) if c.state == "thinking"]
         assert causes == ["user_turn", "announcement"]
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
+
+
+async def test_a_reply_that_starts_with_a_label_is_said_without_it() -> None:
+    names = {"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}
+    replies = [ScriptedReply.text("Alice: Jarvis: Paris is the capital."), ScriptedReply.text("Jarvis.")]
+    async with Rig(replies=replies, names=names) as rig:
+        rig.say("Jarvis, what is the capital of France?")
+        first = await rig.until_finished("turn-1")
+        assert first.spoken_text == "Paris is the capital."
+        assert rig.played_sentences() == ["Paris is the capital."]
+        rig.say("Jarvis, say your name", speaker="bob")
+        second = await rig.until_finished("turn-2")
+        # Only the wake name: nothing worth saying, the engine's empty answer (nothing played).
+        assert (second.text, second.spoken_text) == ("", "")
+        assert rig.played_sentences() == ["Paris is the capital."]
+        assert rig.manager.state is DialogueState.LISTENING

@@ -32,7 +32,8 @@ from openab_voice.providers.speech import TextDelta
 from openab_voice.providers.speech_registry import ChatConfig
 
 WAKE = "Jarvis"
-CONFIG = ChatConfig(temperature=0.0, seed=7)
+# One thread: greedy decoding is then the same on any machine (sums are not reordered across threads).
+CONFIG = ChatConfig(temperature=0.0, seed=7, n_threads=1)
 # Any "word:" or "two words:" at the start: a speaker label, the bot's name, a chat role.
 LABEL = re.compile(r"^\s*[\w.'-]+(?: [\w.'-]+)?\s*:\s", re.UNICODE)
 SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
