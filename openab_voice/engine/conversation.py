@@ -11,8 +11,9 @@ barge-in), commit a finished one, or discard a failed one and recover to listeni
 
 Published: ``DialogueStateChanged`` (every transition), ``TurnAccepted`` / ``TurnIgnored``,
 ``InterruptionDetected``, ``BotUtteranceFinished``, ``ErrorRaised``, ``LatencyMeasured``
-(``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner) and
-``ToolCallHandled`` (runner).
+(``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner),
+``ToolCallHandled`` (runner) and ``SpeechDropped`` (an announcement whose cause expired: here while
+queued, in the runner once started; see :mod:`openab_voice.engine.expiry`).
 
 Events whose ``session_id`` is another session's are ignored (None is accepted: a single-session
 publisher may not stamp it).

@@ -10,6 +10,10 @@ task group runs two children joined by a sentence queue:
   20 ms frames as chunks arrive, so playback starts with the first chunk of the first sentence
   while the model is still writing. Then it waits for the output to finish playing.
 
+A response with a cause (:mod:`~openab_voice.engine.expiry`) checks it before each sentence's
+synthesis and before its first frame, and follows it while it plays when the cause can be watched;
+once it expired nothing more is said (``SpeechDropped``), and a line playing is cut.
+
 Progress goes back to the manager as state-machine inputs (``AudioStarted``, ``ToolStarted``,
 ``ToolFinished``, then exactly one ``ResponseFinished`` or ``ResponseFailed``). Cancelling the task
 cancels both children; the model stream and every TTS stream are closed on the way out
