@@ -94,6 +94,7 @@ class AgentRun:
         self._started = False
         self._prompt_sent = False
         self._auth_methods: tuple[str, ...] = ()
+        self._client: ActionClient | None = None
 
     @property
     def prompt_sent(self) -> bool:
@@ -101,17 +102,24 @@ class AgentRun:
         return self._prompt_sent
 
     def request_cancel(self) -> None:
-        """Ask for the cancel without waiting (before :meth:`run`: it then spawns nothing)."""
+        """Ask for the cancel without waiting (before :meth:`run`: it then spawns nothing).
+
+        From this call on, every permission request is answered ``cancelled`` (fail closed, a moment
+        before ``session/cancel`` is on the wire; the spec requires it from then on).
+        """
         self._cancel_requested.set()
+        if self._client is not None:
+            self._client.begin_cancel()
 
     async def cancel(self) -> None:
-        """Ask the agent to stop (``session/cancel``) and wait until the run has finished.
+        """Ask the agent to stop (``session/cancel``) and wait until the run has finished (see
+        :meth:`request_cancel`).
 
         The run then waits up to ``cancel_grace_s`` for the ``cancelled`` stop reason, answering any
         permission request ``cancelled`` meanwhile, and kills the process group otherwise. Before the
         agent was started, the run just ends ``cancelled``. After the turn ended, it changes nothing.
         """
-        self._cancel_requested.set()
+        self.request_cancel()
         if self._started:
             await self._done.wait()
 
@@ -162,6 +170,9 @@ class AgentRun:
             on_decision=self._decided,
             on_tool_call=self._tool_call,
         )
+        self._client = client
+        if self._cancel_requested.is_set():
+            client.begin_cancel()
         conn = connect_to_agent(client, process.stdin, process.stdout)
         try:
             verdict = await self._converse(conn, client)

@@ -81,6 +81,20 @@ class AgentPromptSent(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AgentToolCall(Event):
+    """The agent announced or updated a tool call (its own description: untrusted, for observers).
+
+    Published synchronously from the ACP client's handler, before the agent's next message is read.
+    """
+
+    action_id: str
+    tool_call_id: str
+    kind: str | None
+    status: str | None
+    stage: str = "acp"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActionResultPosted(Event):
     """The result went to the text channel (or failed to); speech follows only when it did."""
 

@@ -37,6 +37,7 @@ from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.events import (
     AgentProcessStarted,
     AgentPromptSent,
+    AgentToolCall,
     PermissionDecided,
 )
 from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus
@@ -153,6 +154,8 @@ class ActionExecutor:
             return CancelReply.FINISHING
         launch.cancel_requested = True
         if launch.run is not None:
+            # Synchronously: a permission request the agent sends from now on is answered cancelled.
+            launch.run.request_cancel()
             key = f"cancel-{action_id}"
             task = asyncio.create_task(launch.run.cancel(), name=key)
             self._tasks.setdefault(key, task)
@@ -257,6 +260,16 @@ class ActionExecutor:
         def on_event(kind: str, data: dict[str, object]) -> None:
             if kind == "prompt_sent":
                 self._bus.publish(AgentPromptSent(at=self._clock.monotonic(), action_id=record.id))
+            if kind == "tool_call":
+                self._bus.publish(
+                    AgentToolCall(
+                        at=self._clock.monotonic(),
+                        action_id=record.id,
+                        tool_call_id=str(data.get("tool_call_id", ""))[:200],
+                        kind=None if data.get("kind") is None else str(data["kind"]),
+                        status=None if data.get("status") is None else str(data["status"]),
+                    )
+                )
             if kind == "process_started":
                 self._bus.publish(
                     AgentProcessStarted(

@@ -285,6 +285,8 @@ async def plane_rig(
     credentials: tuple[tuple[str, str], ...] = (),
     auth_method: str | None = None,
     sandbox: Sandbox | None = None,
+    command: tuple[str, ...] | None = None,
+    max_effect: EffectCeiling | None = None,
     turn_timeout_s: float = 5.0,
     cancel_grace_s: float = 0.5,
     expiry_s: float = 300.0,
@@ -297,7 +299,7 @@ async def plane_rig(
 
     ``repo`` makes every workspace a git worktree of it (one shared workspace id); ``git`` is the
     git executable the workspace manager runs; ``store_class`` may be a gated store
-    (``tests/fakes/gates.py``).
+    (``tests/fakes/gates.py``); ``command`` replaces the scripted agent (a third-party agent).
     """
     log = log if log is not None else (channel.log if channel is not None else CallLog())
     channel = channel if channel is not None else FakeControlChannel(log)
@@ -313,11 +315,12 @@ async def plane_rig(
             operator_user_id=OPERATOR,
             expiry_s=expiry_s,
             # Commands (workspace_exec) only where a test gives the agent a sandbox.
-            max_effect=EffectCeiling.WORKSPACE_WRITE if sandbox is None else EffectCeiling.WORKSPACE_EXEC,
+            max_effect=max_effect
+            or (EffectCeiling.WORKSPACE_WRITE if sandbox is None else EffectCeiling.WORKSPACE_EXEC),
             exec_unavailable=None if sandbox is not None else "no agent sandbox in this test",
         ),
         agent=AgentSettings(
-            command=agent_command(mode),
+            command=command or agent_command(mode),
             env_allowlist=env_allowlist,
             environ=environ or {},
             turn_timeout_s=turn_timeout_s,
