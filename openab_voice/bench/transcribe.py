@@ -169,6 +169,8 @@ def _report(
                 "finals": len(u.finals),
                 "text": text,
                 "wer": round(wer, 3),
+                "lag_ms": round((max(f.at for f in u.finals) - u.end) * 1000.0, 1) if u.finals else None,
+                "partials": sum(f.partials for f in u.finals),
             }
         )
     out_of_order = 0  # a speaker's utterance whose first final came before an earlier utterance's
