@@ -196,15 +196,20 @@ def test_slow_subscriber_loses_oldest_frames_with_an_overrun_event() -> None:
     assert overruns and overruns[0].capacity == 5
 
 
-def test_a_late_receiver_delays_the_capture_stopped_end_but_never_invents_one() -> None:
-    """The receiver's watermark, not the wall clock, says whether a speaker stopped sending."""
-    frontend, clock, events = make()
-    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
-    for frame in frames[:50]:
+def receive_in_real_time(frontend: FrontEnd, clock: FakeClock, frames: list[AudioFrame]) -> None:
+    """Each frame pushed with the receiver's watermark right behind it, processed, 20 ms apart."""
+    for frame in frames:
         frontend.push_capture(frame)
         frontend.advance_capture_watermark(frame.timestamp + frame.duration)
         frontend.process_pending()
         clock.advance(0.02)
+
+
+def test_a_late_receiver_delays_the_capture_stopped_end_but_never_invents_one() -> None:
+    """The receiver's watermark, not the wall clock, says whether a speaker stopped sending."""
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    receive_in_real_time(frontend, clock, frames[:50])
     assert any(isinstance(e, SpeechStarted) for e in events)
     # The receive worker falls 1 s behind (CPU contention): the wall clock moves, the watermark
     # does not, and the speaker still talks; no end of speech may be declared meanwhile.
@@ -250,11 +255,7 @@ def test_frames_pushed_while_a_batch_runs_are_never_taken_for_silence() -> None:
     after the front end drained its rings but before it checked for idle speakers."""
     frontend, clock, events = make()
     frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
-    for frame in frames[:30]:
-        frontend.push_capture(frame)
-        frontend.advance_capture_watermark(frame.timestamp + frame.duration)
-        frontend.process_pending()
-        clock.advance(0.02)
+    receive_in_real_time(frontend, clock, frames[:30])
     assert any(isinstance(e, SpeechStarted) for e in events)
     # The front end fell 0.6 s behind; while its next batch runs, 30 more frames and their
     # watermark arrive (a gate inside the drain stands in for the receiver thread).
