@@ -7,6 +7,13 @@
   over the gateway); the clock stops at ``AgentProcessStarted`` for that action — a fresh scripted
   ACP agent process (:mod:`openab_voice.testing.acp_agent`) per action. Each action then runs to its
   end before the next trial, so trials do not overlap.
+* ``cancel_race``: the operator's cancel sent 0-30 ms after the Confirm click (``race_trials``
+  trials, offsets evenly spread), on the same bot: a *lost cancel* is one the broker refused, or one
+  it accepted while the action still ended ``succeeded``. Target: 0.
+* ``sandbox``: start of ``/bin/true`` inside the agent sandbox (``acp/sandbox.py``: bubblewrap with
+  its own PID namespace, the data dir and secrets hidden) against a plain start, paired trial by
+  trial; the overhead's P50 and P95 are the figures. Target: P95 ≤ 50 ms. No bubblewrap: an error
+  entry with the reason, never a number.
 * ``store``: compare-and-set transitions through :class:`~openab_voice.store.jobs.JobStore`, one
   full lifecycle (create, deliver, confirm, start, succeed) per action, on SQLite (a file) and on
   PostgreSQL (``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster started
@@ -27,8 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from openab_voice.acp.sandbox import build_sandbox
+from openab_voice.acp.types import Workspace
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.jobs import EffectCeiling, JobEvent
+from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.actions.requests import ActionRequest
 from openab_voice.app import build_action_plane
@@ -50,20 +60,45 @@ _CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pg-test-clu
 _LIFECYCLE = (JobEvent.DELIVER, JobEvent.CONFIRM, JobEvent.START, JobEvent.SUCCEED)
 
 
-def run(*, trials: int = 10, transitions: int = 2000, postgres_url: str | None = None) -> dict[str, Any]:
+# Each target names the statistic it is compared with.
+TARGETS = {"cancel_race.lost": 0, "sandbox.overhead_ms.p95": 50.0}
+_RACE_MAX_OFFSET_MS = 30.0
+
+
+def run(
+    *,
+    trials: int = 10,
+    transitions: int = 2000,
+    postgres_url: str | None = None,
+    race_trials: int = 200,
+    sandbox_trials: int = 50,
+) -> dict[str, Any]:
     """Run every part; returns the JSON-ready result."""
     with tempfile.TemporaryDirectory(prefix="openab-bench-actions-") as scratch:
         data_dir = Path(scratch)
-        result: dict[str, Any] = asyncio.run(_bot_trials(trials, data_dir))
+        result: dict[str, Any] = asyncio.run(_bot_trials(trials, data_dir, race_trials))
+        result["sandbox"] = sandbox_overhead(data_dir / "sandbox", sandbox_trials)
         store: dict[str, Any] = {"sqlite": _store_rate(f"sqlite:///{data_dir / 'rate.db'}", transitions)}
         with _postgres(postgres_url, data_dir) as url:
             store["postgresql"] = url if isinstance(url, dict) else _store_rate(url, transitions)
     result["store"] = store
     result["trials"] = trials
+    result["targets"] = dict(TARGETS)
+    result["meets_targets"] = meets_targets(result)
     return result
 
 
-async def _bot_trials(trials: int, data_dir: Path) -> dict[str, Any]:
+def meets_targets(result: dict[str, Any]) -> dict[str, bool]:
+    """Each target against exactly the statistic it names (a missing figure never meets it)."""
+    lost = result.get("cancel_race", {}).get("lost")
+    p95 = result.get("sandbox", {}).get("overhead_ms", {}).get("p95")
+    return {
+        "cancel_race.lost": lost is not None and lost <= TARGETS["cancel_race.lost"],
+        "sandbox.overhead_ms.p95": p95 is not None and p95 <= TARGETS["sandbox.overhead_ms.p95"],
+    }
+
+
+async def _bot_trials(trials: int, data_dir: Path, race_trials: int) -> dict[str, Any]:
     clock: Clock = SystemClock()
     bus = EventBus()
     settings = load_settings(
@@ -117,6 +152,7 @@ async def _bot_trials(trials: int, data_dir: Path) -> dict[str, Any]:
                 await _until(clock, lambda: not plane.executor.running)
                 final = await plane.broker.get(action_id)
                 statuses.append(final.status.value if final else "missing")
+            race = await _cancel_race(h, plane, clock, race_trials)
     finally:
         sub.close()
         plane.store.close()
@@ -124,6 +160,87 @@ async def _bot_trials(trials: int, data_dir: Path) -> dict[str, Any]:
         "proposal_to_pin_ms": summary(to_pin),
         "confirm_to_spawn_ms": summary(to_spawn),
         "final_statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
+        "cancel_race": race,
+    }
+
+
+async def _cancel_race(h: BotOnEmulator, plane: ActionPlane, clock: Clock, trials: int) -> dict[str, Any]:
+    """Cancel 0-30 ms after the Confirm click; count cancels that were refused or lost."""
+    refused: dict[str, int] = {}
+    finals: dict[str, int] = {}
+    lost = 0
+    for trial in range(trials):
+        offset_ms = _RACE_MAX_OFFSET_MS * trial / max(1, trials - 1)
+        outcome = await plane.broker.propose(_request(h, f"race note {trial}", f"race-{trial}"))
+        assert outcome.action is not None and outcome.action.proposal_message_id is not None
+        action_id = outcome.action.id
+        clicked = await plane.broker.click(
+            decision=CONFIRM,
+            action_id=action_id,
+            user_id=OPERATOR,
+            message_id=outcome.action.proposal_message_id,
+        )
+        assert clicked.ok, clicked.message
+        await clock.sleep(offset_ms / 1000.0)
+        cancel = await plane.broker.cancel(action_id, user_id=OPERATOR)
+        await _until(clock, lambda: not plane.executor.running)
+        final = await plane.broker.get(action_id)
+        status = final.status.value if final else "missing"
+        finals[status] = finals.get(status, 0) + 1
+        if not cancel.ok:
+            refused[str(cancel.code)] = refused.get(str(cancel.code), 0) + 1
+        if not cancel.ok or status == "succeeded":
+            lost += 1
+    return {
+        "trials": trials,
+        "offsets_ms": [0.0, _RACE_MAX_OFFSET_MS],
+        "lost": lost,
+        "refused": refused,
+        "final_statuses": dict(sorted(finals.items())),
+    }
+
+
+def _request(h: BotOnEmulator, goal: str, call_id: str) -> ActionRequest:
+    return ActionRequest(
+        goal=goal,
+        effect_hint=EffectCeiling.WORKSPACE_WRITE,
+        call_id=call_id,
+        source="tool",
+        guild_id=h.emulator.guild_id,
+        voice_channel_id=h.emulator.voice_channel_id,
+        text_channel_id=h.emulator.text_channel_id,
+        session_generation=h.session.generation,
+        voice_session_id=h.session.id,
+        speaker_id=OPERATOR,
+    )
+
+
+def sandbox_overhead(scratch: Path, trials: int) -> dict[str, Any]:
+    """``/bin/true`` started inside the agent sandbox vs plainly, paired; overhead P50/P95 in ms."""
+    sandbox, why = build_sandbox("auto", data_dir=scratch / "data", environ={})
+    if sandbox is None:
+        return {"error": {"code": "BENCH_NO_SANDBOX", "message": why}}
+    workspace = Workspace(
+        id="bench", action_id="bench", path=scratch / "data" / "work", private=scratch / "data" / "p"
+    )
+    for folder in (workspace.path, workspace.home, workspace.tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    plain_argv = ["/bin/true"]
+    boxed_argv = sandbox.command(plain_argv, workspace)
+    plain: list[float] = []
+    boxed: list[float] = []
+    for _ in range(trials):
+        for argv, samples in ((plain_argv, plain), (boxed_argv, boxed)):
+            t0 = perf_ns()
+            done = subprocess.run(argv, capture_output=True, check=False)
+            samples.append((perf_ns() - t0) / 1e6)
+            if done.returncode != 0:
+                return {"error": {"code": "BENCH_SANDBOX_FAILED", "message": done.stderr.decode()[-300:]}}
+    return {
+        "trials": trials,
+        "plain_start_ms": summary(plain),
+        "sandboxed_start_ms": summary(boxed),
+        "overhead_ms": summary([b - p for b, p in zip(boxed, plain, strict=True)]),
     }
 
 
