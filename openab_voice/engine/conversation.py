@@ -344,8 +344,17 @@ class ConversationManager:
             speaker_id=event.speaker_id,
             labels=tuple(sorted({self._roster.display_name(h) for h in self._roster.humans()} | {name})),
             own_name=wake,
+            cause=self._still_here(event.speaker_id, name),
         )
         await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
+
+    def _still_here(self, speaker_id: str, name: str) -> SpeechCause:
+        """An answer is for the one who asked: once they left the channel, the rest is not said."""
+
+        def expired() -> str | None:
+            return None if speaker_id in self._roster.humans() else f"{name} left the channel"
+
+        return SpeechCause(name=f"answer to {name}", expired=expired)
 
     def _ignored(self, event: TranscriptFinal, reason: str) -> None:
         self._bus.publish(

@@ -234,3 +234,20 @@ def test_the_terminal_reporter_says_what_was_not_said_and_why() -> None:
     assert describe(dropped) == (
         f"bot did not say {WAITING!r}: the action is succeeded (action a1 awaiting confirmation, queued)"
     )
+
+
+async def test_an_answer_stops_once_the_one_who_asked_left() -> None:
+    reply = ScriptedReply.text("One sentence here. Another sentence here. A third one.", delay_s=0.2)
+    async with Rig(replies=[reply]) as rig:
+        rig.say("Count for me")
+        await rig.until_playing("One sentence here.")
+        del rig.roster.names["alice"]  # she left while the first sentence played
+        await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
+        [dropped] = rig.of(SpeechDropped)
+        assert (dropped.cause, dropped.reason, dropped.point) == (
+            "answer to Alice",
+            "Alice left the channel",
+            "before_synthesis",
+        )
+        assert rig.played_sentences() == ["One sentence here."]  # what already played plays out
+        assert rig.context_rows() == [("user", "Count for me"), ("assistant", "One sentence here.")]
