@@ -222,9 +222,12 @@ class AgentRun:
         cancel_wait = asyncio.ensure_future(self._cancel_requested.wait())
         try:
             which = await first_done(self._clock, request.turn_timeout_s, prompt, cancel_wait)
-            if which == 0:
+            # A cancel requested by the time we look decides, even when the prompt also finished: its
+            # permission requests may already have been answered `cancelled`, so an `end_turn` now
+            # proves nothing (the cancel path judges the stop reason), and "succeeded" would be a lie.
+            if which == 0 and not self._cancel_requested.is_set():
                 return self._ended(prompt)
-            reason = "operator" if which == 1 else "turn timeout"
+            reason = "turn timeout" if which is None else "operator"
             return await self._stop_turn(conn, client, session_id, prompt, reason)
         finally:
             for task in (prompt, cancel_wait):

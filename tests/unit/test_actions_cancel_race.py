@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent
+from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent, PermissionDecided
 from openab_voice.actions.jobs import JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.actions.requests import Outcome
@@ -145,3 +145,27 @@ async def test_cancel_while_the_agent_process_starts_goes_through_the_cancel_pat
         assert not (rig.workspace(action_id).path / "RESULT.md").exists()
         [started] = rig.published(AgentProcessStarted)
         assert not group_alive(started.pid)
+
+
+async def test_a_cancel_accepted_while_the_turn_ends_is_never_reported_as_success(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Accepted at the agent's permission request, just before it ends its turn with ``end_turn``:
+    whichever of the two the driver sees first, the outcome is unknown (the agent did not confirm
+    the cancel), never ``succeeded`` after the operator was told "Cancelling"."""
+    async with plane_rig(db_url, tmp_path, clock=SystemClock()) as rig:
+        action_id = await proposed(rig)
+        replies: list[str] = []
+
+        def at_the_permission(event: PermissionDecided) -> None:
+            if not replies:
+                replies.append(str(rig.executor.cancel(event.action_id)))
+
+        rig.bus.subscribe(PermissionDecided, at_the_permission)
+        assert (await click(rig, action_id)).ok
+        await rig.executor.wait_idle()
+
+        assert replies == ["accepted"]
+        record = rig.store.require(action_id)
+        assert record.status is JobStatus.OUTCOME_UNKNOWN, (record.status, record.detail)
+        assert record.stop_reason == "end_turn"
