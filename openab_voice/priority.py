@@ -1,13 +1,19 @@
-"""CPU priority of compute threads: the audio plane keeps real time first (ADR 0006).
+"""CPU priority of the audio plane and of compute threads: audio keeps real time first (ADR 0006).
 
-The bot's process runs two kinds of work on the same few cores: the audio plane (discord.py's reader
-and player threads, the receive worker, the audio front end, the event loop), which must keep up
-with the 20 ms packet clock, and bulk compute (speech-to-text decodes, LLM generation, speech
-synthesis), which can wait a little. When the machine is short of CPU, the kernel's scheduler has to
-know which is which: every provider's compute thread lowers its own scheduling priority by
-:data:`COMPUTE_NICE` before it does any work, and threads that native libraries (CTranslate2,
-llama.cpp, onnxruntime) start from it inherit that priority. Nothing is raised, so no privilege is
-needed; where the platform has no per-thread priority, nothing changes and the first attempt logs it.
+The bot's process runs two kinds of work on the same few cores: the audio plane (the receive worker,
+the audio front end, discord.py's player thread), which must keep up with the 20 ms packet clock,
+and compute (speech-to-text decodes, LLM generation, speech synthesis), which can wait a little.
+When the machine is short of CPU, the kernel's scheduler has to know which is which:
+
+* each audio-plane thread raises its own priority by :data:`AUDIO_BOOST` (:func:`boost_audio_thread`),
+  so it also keeps real time against other processes on the machine. That needs ``CAP_SYS_NICE`` (or
+  an ``RLIMIT_NICE`` that allows it); without it the thread stays where it is, once logged;
+* the LLM's worker lowers its own priority by :data:`COMPUTE_NICE` (:func:`lower_current_thread`),
+  and so do the speech-to-text decode threads when the audio plane could not be raised
+  (:func:`audio_boost_available`): then that is the only way to keep them below the audio plane.
+
+Threads that native libraries (CTranslate2, llama.cpp, onnxruntime) start from a thread inherit its
+priority. Where the platform has no per-thread priority, nothing changes and the first attempt logs it.
 """
 
 from __future__ import annotations
@@ -17,12 +23,50 @@ import os
 import threading
 from typing import Final
 
-__all__ = ["COMPUTE_NICE", "available_cpus", "lower_current_thread"]
+__all__ = [
+    "AUDIO_BOOST",
+    "COMPUTE_NICE",
+    "audio_boost_available",
+    "available_cpus",
+    "boost_audio_thread",
+    "lower_current_thread",
+]
 
 log = logging.getLogger(__name__)
 
-COMPUTE_NICE: Final = 5  # CFS weight 335 against the audio plane's 1024: about a quarter of a shared core
+COMPUTE_NICE: Final = 5  # CFS weight 335 against 1024 at nice 0: about a quarter of a shared core
+AUDIO_BOOST: Final = 5  # nice -5: weight 3121, three times a nice-0 thread's
 _warned = False
+_boost: bool | None = None  # whether raising an audio thread worked (None: not tried yet)
+
+
+def boost_audio_thread() -> bool:
+    """Raise the calling (audio-plane) thread's priority by :data:`AUDIO_BOOST`.
+
+    Returns:
+        True when it was raised; False without the privilege or a per-thread priority (logged once).
+    """
+    global _boost
+    try:
+        tid = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, max(-20, current - AUDIO_BOOST))
+    except (AttributeError, OSError) as exc:
+        if _boost is None:
+            log.warning("cannot raise the audio threads' priority (%s): compute threads yield instead", exc)
+        _boost = False
+        return False
+    _boost = True
+    return True
+
+
+def audio_boost_available() -> bool:
+    """Whether audio threads can be raised here (tried once, on a short-lived probe thread)."""
+    if _boost is None:
+        probe = threading.Thread(target=boost_audio_thread, name="openab-voice-priority-probe")
+        probe.start()
+        probe.join()
+    return bool(_boost)
 
 
 def lower_current_thread(nice: int = COMPUTE_NICE) -> bool:

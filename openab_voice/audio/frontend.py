@@ -45,6 +45,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
 from openab_voice.errors import OpenabError
+from openab_voice.priority import boost_audio_thread
 from openab_voice.providers.base import (
     ApmCapabilities,
     ApmConfig,
@@ -378,6 +379,7 @@ class FrontEnd:
         """Front-end thread: process whatever was pushed; otherwise check for idle speakers."""
         loop = self._loop
         assert loop is not None
+        boost_audio_thread()  # the audio plane keeps real time first (openab_voice/priority.py)
         while not self._closed:
             self._wake.wait(self._interval)
             self._wake.clear()

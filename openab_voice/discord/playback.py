@@ -32,6 +32,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import PlaybackFinished, PlaybackStarted
 from openab_voice.clock import Clock
 from openab_voice.errors import VoiceError
+from openab_voice.priority import boost_audio_thread
 
 FRAME_MS = 20.0
 
@@ -70,11 +71,15 @@ class PlaybackSource(discord.AudioSource):
 
     def __init__(self, playback: Playback) -> None:
         self._playback = playback
+        self._boosted = False
 
     def is_opus(self) -> bool:
         return False
 
     def read(self) -> bytes:
+        if not self._boosted:  # discord.py's player thread: part of the audio plane (priority.py)
+            self._boosted = True
+            boost_audio_thread()
         return self._playback._read_frame()
 
 

@@ -38,6 +38,7 @@ from openab_voice.discord import stats as reasons
 from openab_voice.discord.inbox import Inbox
 from openab_voice.discord.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
 from openab_voice.discord.transport import TransportCipher, cipher_for
+from openab_voice.priority import boost_audio_thread
 
 __all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverSettings", "VoiceReceiver"]
 
@@ -170,6 +171,7 @@ class VoiceReceiver:
         self._closed = False
         self._refused_seen = 0
         self._feed_failures = 0  # written by the reader thread only
+        self._reader_boosted = False  # written by the reader thread only
         self._feed_failures_seen = 0
         self._errors_logged = 0
 
@@ -178,6 +180,11 @@ class VoiceReceiver:
     def feed(self, data: bytes) -> None:
         """discord.py socket listener: runs in its reader thread, so it only enqueues, never raises."""
         try:
+            if not self._reader_boosted:
+                # The reader thread is part of the audio plane: starved, it would leave datagrams in
+                # the kernel's buffer while ticks move the capture watermark past them.
+                self._reader_boosted = True
+                boost_audio_thread()
             self._inbox.offer((data, self._clock.monotonic()))
         except Exception:  # an exception here would kill discord.py's SocketReader thread
             self._feed_failures += 1
@@ -288,6 +295,7 @@ class VoiceReceiver:
     # --- worker thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        boost_audio_thread()  # the audio plane keeps real time first (openab_voice/priority.py)
         pipeline = self._pipeline
         stop = False
         while not stop:

@@ -14,8 +14,8 @@ until something is stable) the whole utterance so far is decoded again and publi
 ``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
 a failed decode), so nothing downstream ever sees unusable text.
 
-Decodes are CPU-bound: they run on the transcriber's own decode threads (at the compute priority,
-below the audio plane: ADR 0006), at most one per speaker and ``max_concurrent_decodes`` in total
+Decodes are CPU-bound: they run on the transcriber's own decode threads (below the audio plane's
+priority: ADR 0006), at most one per speaker and ``max_concurrent_decodes`` in total
 (the machine has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio
 wins", never queued up.
 
@@ -58,7 +58,7 @@ from openab_voice.engine.events import (
 from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
 from openab_voice.errors import AudioError, OpenabError
-from openab_voice.providers.priority import lower_current_thread
+from openab_voice.priority import audio_boost_available, lower_current_thread
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 
 log = logging.getLogger(__name__)
@@ -506,12 +506,13 @@ class Transcriber:
         self._start(self.complete(job, result))
 
     def _decoder(self) -> ThreadPoolExecutor:
-        """The decode threads, at the compute priority (created on first use)."""
+        """The decode threads (created on first use), below the audio plane: at normal priority where
+        the audio threads could be raised, else lowered themselves (openab_voice/priority.py)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self.settings.max_concurrent_decodes,
                 thread_name_prefix="stt-decode",
-                initializer=lower_current_thread,
+                initializer=None if audio_boost_available() else lower_current_thread,
             )
         return self._executor
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from openab_voice.errors import ConfigError, OpenabError
-from openab_voice.providers.priority import available_cpus
+from openab_voice.priority import available_cpus
 from openab_voice.providers.registry import Importer, ProviderRegistry, ProviderSpec
 from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
 

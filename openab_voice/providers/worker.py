@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
-from openab_voice.providers.priority import COMPUTE_NICE, lower_current_thread
+from openab_voice.priority import COMPUTE_NICE, lower_current_thread
 
 Emit = Callable[[object], None]
 Job = Callable[[threading.Event, Emit], None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import wave
 from importlib import resources
@@ -88,6 +89,18 @@ async def test_bundled_scenario_holds_a_conversation(tmp_path: Path) -> None:
     assert any(f"Action `{action['id']}` succeeded" in m["content"] for m in channel)
     spoken = [u["spoken_text"] for u in report["bot_utterances"]]
     assert "The task is done. The result is in the text channel." in spoken
+    # What a newcomer should see: at least one answer heard whole, a barge-in, a remark to someone
+    # else left alone (two people present, no wake name), no label echoed, nothing stale said.
+    answers = [u for u in report["bot_utterances"] if u["turn_id"] and "task" not in u["spoken_text"].lower()]
+    heard_whole = [u for u in answers if not u["interrupted"] and len(u["spoken_text"].split()) >= 3]
+    assert heard_whole, report["bot_utterances"]
+    assert report["interruptions"], "nobody talked over the bot"
+    ignored = [t for t in report["turns"] if t["speaker"] == "1002" and not t["accepted"]]
+    assert any("meeting" in t["text"].lower() for t in ignored), report["turns"]
+    for text in spoken:
+        assert not re.match(r"^\s*\w+\s*:", text), text  # no "bob:" / "Jarvis:" label said
+    done = spoken.index("The task is done. The result is in the text channel.")
+    assert not any("waiting for confirmation" in text for text in spoken[done:])
 
 
 def test_bad_scenarios_are_structured_errors(tmp_path: Path) -> None:
