@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +39,15 @@ class Sandbox:
         hidden_dirs: Directories replaced by an empty tmpfs (the data directory: workspaces live in it,
             and the agent's own working tree is bound back on top).
         hidden_files: Files replaced by ``/dev/null`` (our secrets files: ``DISCORD_TOKEN_FILE``...).
+        runtime_dirs: What the agent needs to run that the private ``/tmp`` would hide, bound back
+            read-only: our interpreter's prefixes and the checkout we run from, when they live under
+            ``/tmp`` (a CI clone, a throwaway venv), and the directories of the command's own files.
     """
 
     bwrap: str
     hidden_dirs: tuple[Path, ...] = ()
     hidden_files: tuple[Path, ...] = ()
+    runtime_dirs: tuple[Path, ...] = ()
 
     def command(self, command: Sequence[str], workspace: Workspace) -> list[str]:
         """``command`` wrapped so that it runs inside the sandbox, in ``workspace``'s working tree."""
@@ -63,6 +68,9 @@ class Sandbox:
             "--tmpfs",
             "/tmp",
         ]
+        for directory in (*self.runtime_dirs, *_command_dirs(command)):
+            if _under(directory, _TMP) and directory.is_dir():
+                argv += ["--ro-bind", str(directory), str(directory)]  # before the hiding mounts below
         for directory in self.hidden_dirs:
             argv += ["--tmpfs", str(directory)]
         for path in self.hidden_files:
@@ -78,6 +86,27 @@ class Sandbox:
             argv += ["--bind", str(git_dir), str(git_dir)]
         argv += ["--chdir", str(workspace.path), "--", *command]
         return argv
+
+
+_TMP = Path("/tmp")
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _command_dirs(command: Sequence[str]) -> list[Path]:
+    """Directories of the command's absolute-path arguments (an agent script and its packages)."""
+    return [Path(arg).parent for arg in command if os.path.isabs(arg) and os.path.exists(arg)]
+
+
+def runtime_dirs() -> tuple[Path, ...]:
+    """Our interpreter's prefixes and, for a source checkout, its root: what ``python -m ...`` agents need."""
+    dirs = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        dirs.add(checkout)
+    return tuple(sorted(dirs))
 
 
 def find_bwrap() -> str | None:
@@ -144,4 +173,10 @@ def build_sandbox(
         return None, why
     assert bwrap is not None
     hidden = secrets_files(environ, _OUR_SECRET_NAMES) + tuple(Path(os.path.abspath(p)) for p in hidden_files)
-    return Sandbox(bwrap=bwrap, hidden_dirs=(Path(os.path.abspath(data_dir)),), hidden_files=hidden), None
+    sandbox = Sandbox(
+        bwrap=bwrap,
+        hidden_dirs=(Path(os.path.abspath(data_dir)),),
+        hidden_files=hidden,
+        runtime_dirs=runtime_dirs(),
+    )
+    return sandbox, None

@@ -265,3 +265,28 @@ def test_the_plain_confirm_never_grants_exec_and_max_effect_caps_it() -> None:
     assert allowed.exec_refusal() is None
     assert EffectCeiling.WORKSPACE_EXEC.allows(EffectCeiling.WORKSPACE_WRITE)
     assert not EffectCeiling.WORKSPACE_EXEC.allows(EffectCeiling.EXTERNAL)
+
+
+async def test_an_agent_installed_under_tmp_still_runs_and_nothing_else_of_tmp_shows(
+    bwrap: str, tmp_path: Path
+) -> None:
+    """A CI clone or a throwaway venv under /tmp: the private /tmp must not hide the agent itself."""
+    data_dir = tmp_path / "data"
+    manager = WorkspaceManager(data_dir / "workspaces", clock=FakeClock())
+    workspace = await manager.prepare("a-runtime")
+    runtime = tmp_path / "venv"
+    (runtime / "bin").mkdir(parents=True)
+    agent = runtime / "bin" / "agent.sh"
+    agent.write_text("echo AGENT-RAN\n")
+    neighbour = tmp_path / "neighbour.txt"
+    neighbour.write_text("someone else's temp file")
+    base, _ = build_sandbox("bwrap", data_dir=data_dir, environ={})
+    assert base is not None
+    sandbox = Sandbox(bwrap=base.bwrap, hidden_dirs=base.hidden_dirs, runtime_dirs=(runtime,))
+    done = inside(sandbox, workspace, f"sh {agent}")
+    assert "AGENT-RAN" in done.stdout, done.stderr
+    peek = inside(
+        sandbox, workspace, f"cat {neighbour} 2>/dev/null || echo NO-NEIGHBOUR; echo > {agent} || echo RO"
+    )
+    assert "NO-NEIGHBOUR" in peek.stdout and "RO" in peek.stdout, peek
+    assert agent.read_text() == "echo AGENT-RAN\n"
