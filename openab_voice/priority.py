@@ -47,17 +47,11 @@ def boost_audio_thread() -> bool:
         True when it was raised; False without the privilege or a per-thread priority (logged once).
     """
     global _boost
-    try:
-        tid = threading.get_native_id()
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, max(-20, current - AUDIO_BOOST))
-    except (AttributeError, OSError) as exc:
-        if _boost is None:
-            log.warning("cannot raise the audio threads' priority (%s): compute threads yield instead", exc)
-        _boost = False
-        return False
-    _boost = True
-    return True
+    error = _renice(-AUDIO_BOOST)
+    if error is not None and _boost is None:
+        log.warning("cannot raise the audio threads' priority (%s): compute threads yield instead", error)
+    _boost = error is None
+    return _boost
 
 
 def audio_boost_available() -> bool:
@@ -78,16 +72,22 @@ def lower_current_thread(nice: int = COMPUTE_NICE) -> bool:
     global _warned
     if nice <= 0:
         return False
+    error = _renice(nice)
+    if error is not None and not _warned:
+        _warned = True
+        log.warning("cannot lower compute thread priority (%s): audio shares the CPU evenly", error)
+    return error is None
+
+
+def _renice(delta: int) -> Exception | None:
+    """Move the calling thread's nice value by ``delta`` (clamped to -20..19); the error, if any."""
     try:
         tid = threading.get_native_id()
         current = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, current + nice))
+        os.setpriority(os.PRIO_PROCESS, tid, max(-20, min(19, current + delta)))
     except (AttributeError, OSError) as exc:
-        if not _warned:
-            _warned = True
-            log.warning("cannot lower compute thread priority (%s): audio shares the CPU evenly", exc)
-        return False
-    return True
+        return exc
+    return None
 
 
 def available_cpus() -> int:

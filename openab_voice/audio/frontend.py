@@ -352,12 +352,16 @@ class FrontEnd:
         self._outbox.append(event)
 
     def _deliver(self, outputs: list[ProcessedFrame]) -> None:
+        """Caller's thread: hand ``outputs`` out, then every queued event (overruns they caused too)."""
+        self._fan_out(outputs)
+        while self._outbox:
+            self._publish(self._outbox.popleft())
+
+    def _fan_out(self, outputs: list[ProcessedFrame]) -> None:
         for frame in outputs:
             for stream in tuple(self._subscribers):
                 if stream.wants(frame):
                     stream.push(frame)
-        while self._outbox:
-            self._publish(self._outbox.popleft())
 
     def _publish(self, event: Event) -> None:
         if self._session is not None and event.session_id is None:
@@ -386,14 +390,8 @@ class FrontEnd:
             if self._closed:
                 return
             try:
-                with self._process_lock:
-                    now = self._idle_now()  # before looking at the rings (see _process_batch)
-                    if self._has_work():
-                        outputs = self._process_batch()
-                    else:
-                        outputs = []
-                        for pipeline in self._pipelines():
-                            pipeline.check_idle(now)
+                with self._process_lock:  # with nothing queued, this is just the idle check
+                    outputs = self._process_batch()
             except Exception as exc:  # a bug must not silently stop the front end: report, go on
                 self.batch_errors += 1
                 log.exception("audio front end batch failed")
@@ -415,22 +413,9 @@ class FrontEnd:
 
     def _deliver_batch(self, outputs: list[ProcessedFrame], events: list[Event]) -> None:
         """Event loop: hand one batch to subscribers and its events to the bus, in order."""
-        for frame in outputs:
-            for stream in tuple(self._subscribers):
-                if stream.wants(frame):
-                    stream.push(frame)
+        self._fan_out(outputs)
         for event in events:
             self._publish(event)
-
-    def _has_work(self) -> bool:
-        return bool(self._removed or len(self._render_ring) or any(len(s.ring) for s in self._snapshot()))
-
-    def _snapshot(self) -> list[_Speaker]:
-        with self._speakers_lock:
-            return list(self._speakers.values())
-
-    def _pipelines(self) -> list[SpeakerPipeline]:
-        return [s.pipeline for s in self._snapshot() if s.pipeline is not None]
 
     async def aclose(self) -> None:
         """Stop processing, end speech in progress, free every pipeline, end subscriptions (idempotent)."""

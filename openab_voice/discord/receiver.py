@@ -163,7 +163,7 @@ class VoiceReceiver:
         self._subscriptions: list[FrameSubscription] = []
         self._sinks: tuple[Callable[[AudioFrame], None], ...] = ()
         self._watermark_sinks: tuple[Callable[[float], None], ...] = ()
-        self._watermark: float | None = None  # worker thread only
+        self._watermark_at: float | None = None  # worker thread only: time of the last tick not yet told
         self._last_tick: float | None = None  # worker thread only
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -322,7 +322,7 @@ class VoiceReceiver:
         if self._last_tick is None or arrival - self._last_tick >= TICK_S:
             self._last_tick = arrival
             self._pipeline.tick(arrival)
-            self._watermark = self._pipeline.watermark(arrival)
+            self._watermark_at = arrival
 
     def _control(self, item: _Control) -> bool:
         pipeline = self._pipeline
@@ -342,7 +342,7 @@ class VoiceReceiver:
                 pipeline.tick(item.at)
                 self._snapshot = pipeline.snapshot()
                 # Every packet fed before this tick has been processed (the inbox keeps order).
-                self._watermark = pipeline.watermark(item.at)
+                self._watermark_at = item.at
             case _Barrier():
                 self._settle()
                 self._snapshot = pipeline.snapshot()
@@ -376,8 +376,10 @@ class VoiceReceiver:
             if self._loop is not None:
                 with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
                     self._loop.call_soon_threadsafe(self._dispatch, batch)
-        watermark, self._watermark = self._watermark, None
-        if watermark is not None:  # only after the frames it vouches for went to the sinks
+        at, self._watermark_at = self._watermark_at, None
+        if at is not None and self._watermark_sinks:  # only after the frames it vouches for went out
+            # Once per batch, not per tick: what the buffers still hold now bounds it for the last tick.
+            watermark = self._pipeline.watermark(at)
             for watermark_sink in self._watermark_sinks:
                 try:
                     watermark_sink(watermark)

@@ -362,15 +362,18 @@ class Transcriber:
         """Finals are waiting for a slot: every partial that is due now is skipped, not deferred."""
         if not self._streaming:
             return
-        s = self.settings
         for speaker in self._speakers.values():
             utt = speaker.current
-            if utt is None:
-                continue
-            interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
-            if utt.samples - utt.pre_roll - utt.decoded_at >= interval * self._rate // 1000:
+            if utt is not None and self._partial_wait(utt) is not None:
                 utt.decoded_at = utt.samples - utt.pre_roll
                 self.partials_shed += 1
+
+    def _partial_wait(self, utt: Utterance) -> int | None:
+        """New speech samples since the utterance's last partial, when a partial is due (else None)."""
+        s = self.settings
+        interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
+        waited = utt.samples - utt.pre_roll - utt.decoded_at
+        return waited if waited >= interval * self._rate // 1000 else None
 
     def _report_backlog(self, waiting: list[Utterance]) -> None:
         now = self._clock.monotonic()
@@ -425,14 +428,13 @@ class Transcriber:
     def _next_partial(self) -> DecodeJob | None:
         if not self._streaming:
             return None
-        s, best, waited_most = self.settings, None, 0
+        best, waited_most = None, 0
         for speaker in self._speakers.values():
             utt = speaker.current
             if utt is None or speaker.busy or speaker.finishing:
                 continue
-            interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
-            waited = utt.samples - utt.pre_roll - utt.decoded_at
-            if waited >= interval * self._rate // 1000 and waited > waited_most:
+            waited = self._partial_wait(utt)
+            if waited is not None and waited > waited_most:
                 best, waited_most = utt, waited  # the longest-waiting speaker first
         if best is None:
             return None

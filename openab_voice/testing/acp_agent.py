@@ -228,16 +228,7 @@ class ScriptedAgent:
     ) -> None:
         await self._say(session_id, f"Working on: {goal}\n")
         target = self._cwd / "RESULT.md"
-        await self._client_or_fail().session_update(
-            session_id=session_id,
-            update=start_tool_call(
-                "write-result",
-                "Write RESULT.md",
-                kind="edit",
-                status="pending",
-                locations=[ToolCallLocation(path=str(target))],
-            ),
-        )
+        await self._announce_edit(session_id, "write-result", "Write RESULT.md", target)
         # Like many real agents, the request repeats only the id and title: the kind and location
         # were announced above.
         if await self._ask(session_id, "write-result", "Write RESULT.md", None, offered):
@@ -248,19 +239,18 @@ class ScriptedAgent:
             await self._update(session_id, "write-result", "failed")
             await self._say(session_id, "Permission refused: RESULT.md not written.")
 
-    async def _fix_and_test(self, session_id: str) -> None:
-        await self._say(session_id, "Fixing calc.py, then running the tests.\n")
-        source = self._cwd / "calc.py"
+    async def _announce_edit(self, session_id: str, call_id: str, title: str, path: Path) -> None:
         await self._client_or_fail().session_update(
             session_id=session_id,
             update=start_tool_call(
-                "fix-calc",
-                "Fix calc.py",
-                kind="edit",
-                status="pending",
-                locations=[ToolCallLocation(path=str(source))],
+                call_id, title, kind="edit", status="pending", locations=[ToolCallLocation(path=str(path))]
             ),
         )
+
+    async def _fix_and_test(self, session_id: str) -> None:
+        await self._say(session_id, "Fixing calc.py, then running the tests.\n")
+        source = self._cwd / "calc.py"
+        await self._announce_edit(session_id, "fix-calc", "Fix calc.py", source)
         if await self._ask(session_id, "fix-calc", "Fix calc.py", None, _ONCE):
             source.write_text(source.read_text(encoding="utf-8").replace("a - b", "a + b"), encoding="utf-8")
             await self._update(session_id, "fix-calc", "completed")
