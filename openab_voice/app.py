@@ -15,13 +15,11 @@ import aiohttp
 from openab_voice.acp.sandbox import build_sandbox
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.execution import AgentSettings, workspace_root
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
-from openab_voice.bus.terminal import TerminalReporter
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings, parse_agent_env_entry
 from openab_voice.discord.bot import VoiceBot
@@ -36,6 +34,7 @@ from openab_voice.engine.settings import (
     negotiate,
 )
 from openab_voice.errors import AcpError, ConfigError
+from openab_voice.jobs import EffectCeiling
 from openab_voice.providers.speech_registry import (
     ChatConfig,
     SttConfig,
@@ -236,19 +235,21 @@ def bot_token(settings: Settings) -> str:
     return settings.discord_token.get_secret_value()
 
 
-async def run_bot(settings: Settings) -> None:
-    """``openab-voice run``: the bot on real Discord until interrupted."""
+async def run_bot(settings: Settings, *, bus: EventBus | None = None) -> None:
+    """``openab-voice run``: the bot on real Discord until interrupted.
+
+    Args:
+        bus: the bus its observers (the terminal reporter) already listen on.
+    """
     token = bot_token(settings)
     clock = SystemClock()
-    bus = EventBus()
+    bus = bus or EventBus()
     check_providers(settings, bus=bus, clock=clock)
     providers = build_providers(settings)
     actions = build_action_plane(settings, bus=bus, clock=clock)
     bot = create_bot(settings, bus=bus, clock=clock, providers=providers, actions=actions)
-    reporter = TerminalReporter(bus)
     try:
         async with bot:
             await bot.start(token)
     finally:
-        reporter.close()
         await providers.aclose()

@@ -36,11 +36,18 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from openab_voice.app import run_bot
+    from openab_voice.bus import EventBus
     from openab_voice.config import load_settings
+    from openab_voice.report.terminal import TerminalReporter
 
     settings = load_settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_bot(settings))
+    bus = EventBus()
+    reporter = TerminalReporter(bus)
+    try:
+        asyncio.run(run_bot(settings, bus=bus))
+    finally:
+        reporter.close()
     return 0
 
 
@@ -53,7 +60,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     scenario = load_scenario(args.scenario)
     if args.report:
-        from openab_voice.demo.report_html import html_path_for, require_renderer, write_html
+        from openab_voice.report.page import html_path_for, require_renderer, write_html
 
         require_renderer()  # a missing `report` extra fails now, not after the whole demo ran
     report = asyncio.run(run_demo(scenario, settings=settings, record_dir=args.record))
@@ -79,13 +86,13 @@ def _cmd_self_test(args: argparse.Namespace) -> int:
     result: dict[str, Any]
     if args.target == "audio":
         from openab_voice.app import frontend_settings
-        from openab_voice.audio.selftest import run_audio_self_test
         from openab_voice.config import load_settings
+        from openab_voice.diagnostics.audio import run_audio_self_test
 
         # The configured providers are the ones tested: a disabled or missing one fails the check.
         result = run_audio_self_test(frontend_settings(load_settings()))
     else:
-        from openab_voice.engine.selftest import run_agent_self_test
+        from openab_voice.diagnostics.agent import run_agent_self_test
 
         result = run_agent_self_test()
     if args.json:

@@ -113,7 +113,7 @@ def job_store(db_url: str, store_clock: FakeClock) -> Iterator[JobStore]:
 @pytest.fixture
 def make_proposal(store_clock: FakeClock) -> Callable[..., NewAction]:
     """A factory of :class:`NewAction` with a fresh id and valid defaults; keywords override fields."""
-    from openab_voice.actions.jobs import EffectCeiling
+    from openab_voice.jobs import EffectCeiling
     from openab_voice.store.records import NewAction
 
     def make(**overrides: Any) -> NewAction:

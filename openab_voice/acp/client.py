@@ -52,7 +52,7 @@ from acp.schema import (
 
 from openab_voice.acp import permissions
 from openab_voice.acp.types import PermissionDecision
-from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling
 
 DecisionHook = Callable[[PermissionDecision], None]
 ToolCallHook = Callable[["ToolCallRecord"], None]

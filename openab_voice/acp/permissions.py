@@ -25,7 +25,7 @@ from acp.schema import (
 )
 
 from openab_voice.acp.types import PermissionDecision
-from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling
 
 # Kinds that only look: reading files, searching, thinking. ``fetch`` reaches the network: external.
 READ_ONLY_KINDS = frozenset({"read", "search", "think"})

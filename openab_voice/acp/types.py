@@ -8,7 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling
 
 if TYPE_CHECKING:
     from openab_voice.acp.sandbox import Sandbox

@@ -20,7 +20,6 @@ import secrets
 from collections.abc import Callable
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
-from openab_voice.actions.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
 from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import (
     CONFIRM,
@@ -36,6 +35,7 @@ from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction
 

@@ -40,12 +40,12 @@ from openab_voice.actions.events import (
     AgentToolCall,
     PermissionDecided,
 )
-from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.actions.ports import CancelReply, ControlChannel, VoiceSide
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.errors import ActionError, OpenabError, StaleTransition
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 from openab_voice.actions.broker import ActionBroker
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.actions.speech import ActionStatusView, while_status
@@ -22,6 +21,7 @@ from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.jobs import EffectCeiling
 
 log = logging.getLogger(__name__)
 

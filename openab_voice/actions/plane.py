@@ -9,11 +9,11 @@ from __future__ import annotations
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import ControlChannel, VoiceSide
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
+from openab_voice.jobs import JobStatus
 from openab_voice.store.jobs import JobStore
 
 

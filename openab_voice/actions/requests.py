@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.records import ActionRecord
 
 

@@ -18,9 +18,9 @@ import collections
 from collections.abc import Callable, Collection
 
 from openab_voice.actions.events import ActionChanged
-from openab_voice.actions.jobs import AWAITING_CONFIRMATION, JobStatus
 from openab_voice.bus import EventBus
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.jobs import AWAITING_CONFIRMATION, JobStatus
 
 __all__ = ["ActionStatusView", "while_status"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from openab_voice.actions.broker import ActionBroker
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.requests import ActionRequest, Outcome
+from openab_voice.jobs import EffectCeiling
 from openab_voice.providers.speech import ToolSpec
 from openab_voice.tools.registry import ToolContext, ToolInputError, ToolRegistry
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from openab_voice.actions.events import ActionChanged
-from openab_voice.actions.jobs import JobEvent, JobStatus
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 

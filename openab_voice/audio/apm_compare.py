@@ -4,7 +4,7 @@
 beside their own figures, so the default APM (livekit's AEC3, ``webrtc``) and the one the product
 brief names (``webrtc-audio-processing``, AEC2) are compared on equal terms.
 
-The echo path is the self-test's (:mod:`openab_voice.audio.selftest`): the bot plays ``far_end``
+The echo path is the self-test's (:mod:`openab_voice.diagnostics.audio`): the bot plays ``far_end``
 twice; the microphone hears a copy delayed by 120 ms, attenuated by 10 dB and reverberated (RT60
 150 ms) over a -70 dBFS noise floor. Each provider gets the same 10 ms frames at the front end's
 internal rate, with the stages the front end is configured for, fed directly (no resampling, VAD or

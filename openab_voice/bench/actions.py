@@ -37,7 +37,6 @@ from typing import Any
 from openab_voice.acp.sandbox import build_sandbox
 from openab_voice.acp.types import Workspace
 from openab_voice.actions.events import AgentProcessStarted
-from openab_voice.actions.jobs import EffectCeiling, JobEvent
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.actions.requests import ActionRequest
@@ -47,6 +46,7 @@ from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock, perf_ns
 from openab_voice.config import load_settings
 from openab_voice.errors import OpenabError
+from openab_voice.jobs import EffectCeiling, JobEvent
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import NewAction

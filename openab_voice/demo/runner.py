@@ -15,12 +15,12 @@ from typing import Any
 from openab_voice.actions.ports import button_id, parse_button_id
 from openab_voice.app import build_action_plane, build_providers
 from openab_voice.bus import EventBus
-from openab_voice.bus.terminal import TerminalReporter
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
-from openab_voice.demo.report import ReportBuilder
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.report.builder import ReportBuilder
+from openab_voice.report.terminal import TerminalReporter
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 

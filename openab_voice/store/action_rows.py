@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus, transition
 from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus, transition
 from openab_voice.store.convert import action_record
 from openab_voice.store.models import Action, ActionTransition, IdempotencyKey
 from openab_voice.store.records import CREATE_EVENT, ActionFields, ActionRecord, NewAction

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.models import Action, ActionTransition, AuditEntry, Workspace
 from openab_voice.store.records import (
     ActionRecord,

@@ -20,9 +20,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from openab_voice.actions.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.clock import Clock
 from openab_voice.errors import StaleTransition, StoreError
+from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.store import action_rows, workspace_rows
 from openab_voice.store.audit_rows import add_audit, audit_entries
 from openab_voice.store.convert import action_record, transition_record

@@ -3,7 +3,7 @@
 The Alembic migrations in ``migrations/versions`` must produce exactly this schema; a test compares
 Alembic's autogenerate diff against these models on SQLite and PostgreSQL. Times are float seconds
 since the Unix epoch from the injected clock (``Clock.wall``). Discord ids are ``BigInteger``: snowflakes
-exceed 2**31. Enumerated columns hold the ``StrEnum`` values of :mod:`openab_voice.actions.jobs` and
+exceed 2**31. Enumerated columns hold the ``StrEnum`` values of :mod:`openab_voice.jobs` and
 :class:`~openab_voice.store.records.WorkspaceState` as plain strings, so adding a value needs no DDL.
 """
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypedDict
 
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
+from openab_voice.jobs import EffectCeiling, JobStatus
 
 # The ``event`` of the transition row written when an action is created (it has no JobEvent).
 CREATE_EVENT = "create"

@@ -14,8 +14,8 @@ import pytest
 from openab_voice.acp.driver import AgentRun
 from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnCompletion, TurnRequest, Workspace
 from openab_voice.acp.workspace import WorkspaceManager
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.clock import Clock, FakeClock, SystemClock
+from openab_voice.jobs import EffectCeiling
 
 GOAL = "add a greeting to the project"
 TURN_TIMEOUT_S = 1.5

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from openab_voice.actions.events import AgentProcessStarted, AgentToolCall, PermissionDecided
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.records import ActionRecord
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from openab_voice.actions.events import ActionChanged, ActionResultPosted, AgentProcessStarted
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, REJECT, button_id
 from openab_voice.actions.results import result_text
@@ -28,6 +27,7 @@ from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.engine.events import TranscriptFinal
+from openab_voice.jobs import JobStatus
 from openab_voice.store.database import open_engine
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord

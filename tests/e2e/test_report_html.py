@@ -15,7 +15,7 @@ import pytest
 from matplotlib import image
 
 from openab_voice.cli import main
-from openab_voice.demo.report_html import write_html
+from openab_voice.report.page import write_html
 from tests.fakes.demo_report import demo_report
 
 pytestmark = pytest.mark.e2e

@@ -27,13 +27,13 @@ from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import DeliveryFailed, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
 from openab_voice.bus import Event, EventBus
 from openab_voice.clock import Clock
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.jobs import EffectCeiling
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 

@@ -20,7 +20,6 @@ from openab_voice.bus.events import (
     ReceiveStatsUpdated,
     VoiceConnected,
 )
-from openab_voice.demo.report import ReportBuilder
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
@@ -34,6 +33,7 @@ from openab_voice.engine.events import (
     TurnAccepted,
     TurnIgnored,
 )
+from openab_voice.report.builder import ReportBuilder
 
 T0 = 100.0
 NAMES = {"1001": "alice", "1002": "bob"}

@@ -13,7 +13,7 @@ import asyncio
 import threading
 from typing import Any
 
-from openab_voice.actions.jobs import JobEvent
+from openab_voice.jobs import JobEvent
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 

@@ -10,7 +10,7 @@ from acp.schema import DeniedOutcome, PermissionOption, ToolCallLocation, ToolCa
 
 from openab_voice.acp.client import ActionClient
 from openab_voice.acp.types import PermissionDecision
-from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling
 
 SID = "s-1"
 

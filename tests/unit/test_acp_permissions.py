@@ -8,7 +8,7 @@ import pytest
 from acp.schema import AllowedOutcome, DeniedOutcome, PermissionOption, ToolCallLocation, ToolCallUpdate
 
 from openab_voice.acp.permissions import cancelled, is_inside, needed_effect, resolve, to_response
-from openab_voice.actions.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling
 
 ONCE = ("allow_once", "reject_once")
 

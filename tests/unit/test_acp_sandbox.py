@@ -19,11 +19,11 @@ from openab_voice.acp.sandbox import Sandbox, build_sandbox, find_bwrap
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
 from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.clock import FakeClock, SystemClock
 from openab_voice.errors import AcpError
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.testing.acp_agent import SETSID_MARKER
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
 

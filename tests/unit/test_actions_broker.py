@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import CONFIRM, REJECT
 from openab_voice.clock import FakeClock
+from openab_voice.jobs import JobStatus
 from openab_voice.store.records import CREATE_EVENT
 from tests.fakes.actions import (
     GENERATION,

@@ -15,10 +15,10 @@ import asyncio
 from pathlib import Path
 
 from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent, PermissionDecided
-from openab_voice.actions.jobs import JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.actions.requests import Outcome
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.records import WorkspaceState
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
 from tests.fakes.gates import GatedStore

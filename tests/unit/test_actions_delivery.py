@@ -12,10 +12,10 @@ import asyncio
 from pathlib import Path
 
 from openab_voice.actions.events import AgentProcessStarted
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import CONFIRM, ProposalView
 from openab_voice.actions.requests import Outcome
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import JobStatus
 from tests.fakes.actions import OPERATOR, CallLog, FakeControlChannel, PlaneRig, plane_rig, request
 
 CLICK_SETTLE_S = 0.3  # long enough for an unguarded click to finish its store writes

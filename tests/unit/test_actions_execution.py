@@ -20,9 +20,9 @@ from openab_voice.actions.events import (
     AgentPromptSent,
     PermissionDecided,
 )
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import JobStatus
 from openab_voice.store.records import ActionRecord, WorkspaceState
 from tests.fakes.actions import (
     OPERATOR,

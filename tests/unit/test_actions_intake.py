@@ -13,10 +13,10 @@ from pathlib import Path
 
 from openab_voice.actions.events import ActionRequestRefused, AgentProcessStarted
 from openab_voice.actions.intake import ACK_PROPOSED, ACK_REFUSED, TaskPhraseIntake
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.clock import SystemClock
 from openab_voice.engine.events import TranscriptFinal
+from openab_voice.jobs import JobStatus
 from tests.fakes.actions import (
     GENERATION,
     GUILD,

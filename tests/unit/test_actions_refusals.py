@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import EffectCeiling, JobStatus
 from tests.fakes.actions import OPERATOR, PlaneRig, plane_rig, request
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from openab_voice.acp.workspace import QUARANTINE_MARKER, WorkspaceManager
 from openab_voice.actions.events import ActionChanged, AgentProcessStarted
-from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import RESTART_REASON, JobStore
 from openab_voice.store.records import ActionRecord, NewAction, WorkspaceState

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from openab_voice.acp.types import PermissionDecision
-from openab_voice.actions.jobs import EffectCeiling
 from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.results import (
     MAX_PARTS,
@@ -16,6 +15,7 @@ from openab_voice.actions.results import (
     result_text,
     spoken_status,
 )
+from openab_voice.jobs import EffectCeiling
 
 GOAL = "summarise the build log"
 

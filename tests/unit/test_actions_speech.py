@@ -8,13 +8,13 @@ from pathlib import Path
 
 from openab_voice.actions.events import ActionChanged
 from openab_voice.actions.intake import ACK_PROPOSED
-from openab_voice.actions.jobs import JobStatus
 from openab_voice.actions.ports import REJECT
 from openab_voice.actions.speech import ActionStatusView, while_status
 from openab_voice.bus import EventBus
 from openab_voice.engine.events import SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.state import DialogueState
+from openab_voice.jobs import JobStatus
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from tests.fakes.actions import OPERATOR
 from tests.fakes.dialogue_rig import Rig

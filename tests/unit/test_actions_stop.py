@@ -16,9 +16,9 @@ import pytest
 
 from openab_voice.acp.workspace import QUARANTINE_MARKER
 from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent
-from openab_voice.actions.jobs import JobEvent, JobStatus
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.records import WorkspaceState
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
 from tests.fakes.gates import GatedStore

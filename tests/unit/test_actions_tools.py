@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openab_voice.actions.jobs import EffectCeiling, JobStatus
 from openab_voice.actions.tools import (
     CANCEL_AGENT_TASK,
     GET_AGENT_TASK,
@@ -18,6 +17,7 @@ from openab_voice.actions.tools import (
     register_action_tools,
 )
 from openab_voice.clock import FakeClock
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.providers.speech import ToolCall
 from openab_voice.tools.registry import TOOL_ARGUMENTS_INVALID, ToolContext, ToolRegistry, ToolResult
 from tests.fakes.actions import (

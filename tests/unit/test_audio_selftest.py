@@ -6,8 +6,8 @@ import json
 import sys
 
 from openab_voice.audio import FrontEndSettings
-from openab_voice.audio.selftest import ERLE_TARGET_DB, run_audio_self_test
 from openab_voice.bench.frontend import run as bench_frontend
+from openab_voice.diagnostics.audio import ERLE_TARGET_DB, run_audio_self_test
 
 
 def test_self_test_shape_and_acoustic_checks() -> None:

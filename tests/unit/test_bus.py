@@ -66,7 +66,7 @@ def test_sanitize_redacts_and_truncates() -> None:
 
 def test_terminal_lines_for_the_action_plane() -> None:
     from openab_voice.actions.events import ActionChanged, ActionResultPosted, PermissionDecided
-    from openab_voice.bus.terminal import describe
+    from openab_voice.report.terminal import describe
 
     changed = ActionChanged(
         at=1.0,

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
-from openab_voice.bus.terminal import describe
 from openab_voice.clock import FakeClock
 from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
@@ -17,6 +16,7 @@ from openab_voice.engine.response import ResponseDeps, ResponseRequest, Response
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import AudioStarted, DialogueInput, DialogueState, ResponseFinished
 from openab_voice.providers.speech import ChatMessage
+from openab_voice.report.terminal import describe
 from openab_voice.testing.dialogue_fakes import (
     FakeChatModel,
     FakeSpeechOutput,

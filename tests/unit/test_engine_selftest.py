@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from openab_voice.diagnostics.agent import run_agent_self_test
 from openab_voice.engine.handle import SpeechHandle
-from openab_voice.engine.selftest import run_agent_self_test
 
 
 def test_agent_self_test_passes_with_three_turns() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from openab_voice.cli import main
-from openab_voice.demo.report_html import html_path_for, render_html, require_renderer
 from openab_voice.errors import ProviderUnavailable
+from openab_voice.report.page import html_path_for, render_html, require_renderer
 from tests.fakes.demo_report import ANSWER, STALE, STORY, T0, demo_events, demo_report
 
 HOSTILE = (
@@ -136,7 +136,7 @@ def test_the_report_keeps_each_speakers_timeline(caplog: pytest.LogCaptureFixtur
 def test_a_speech_end_without_its_start_still_spans_its_audio() -> None:
     from openab_voice.audio.events import SpeechEnded
     from openab_voice.bus import EventBus
-    from openab_voice.demo.report import ReportBuilder
+    from openab_voice.report.builder import ReportBuilder
 
     bus = EventBus()
     builder = ReportBuilder(bus)
@@ -218,7 +218,7 @@ def test_the_page_has_every_section_and_chart() -> None:
 
 def test_an_empty_report_still_renders() -> None:
     from openab_voice.bus import EventBus
-    from openab_voice.demo.report import ReportBuilder
+    from openab_voice.report.builder import ReportBuilder
 
     builder = ReportBuilder(EventBus())
     page = render_html(builder.build(names={"1001": "alice"}, bot_audio_ms=0.0))

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from openab_voice.actions.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.clock import FakeClock
 from openab_voice.errors import ActionError, StaleTransition, StoreError
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import CREATE_EVENT, ActionRecord, NewAction
 

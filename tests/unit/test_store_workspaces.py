@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from openab_voice.actions.jobs import JobEvent, JobStatus
 from openab_voice.clock import FakeClock
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.jobs import EXPIRY_REASON, RESTART_REASON, JobStore
 from openab_voice.store.records import ActionRecord, NewAction, WorkspaceState
 

@@ -1,4 +1,7 @@
-"""The action (job) state machine: pure, exhaustive, no I/O.
+"""The job vocabulary: statuses, events, effect ceilings and the pure transition. No I/O.
+
+It sits at the bottom of the package beside ``clock`` and ``errors`` (it imports nothing else of ours),
+so ``store/``, ``actions/`` and ``acp/`` all speak it without importing one another.
 
 ::
 

@@ -3,7 +3,7 @@
 Times in the report are seconds since the bot's voice connection came up (``VoiceConnected``).
 ``text_channel`` is the one part read from the emulator: the messages the channel holds.
 
-Besides the summary, the report keeps the timeline that ``report_html`` draws: each speaker's speech
+Besides the summary, the report keeps the timeline that :mod:`openab_voice.report.page` draws: each speaker's speech
 segments (the front end's speech start/end), partial and final transcripts, turn decisions, echo-gate
 verdicts, the bot's playback (matched to the turn that spoke it), speech dropped as stale, barge-ins,
 transcription backlog and each action's transitions. Speech and transcript spans are in audio time; everything else is when it was published.

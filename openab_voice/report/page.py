@@ -1,6 +1,6 @@
 """The demo report as one self-contained HTML page (``report.html`` beside ``report.json``).
 
-The page holds everything inline: its CSS, and the charts of :mod:`openab_voice.demo.report_charts`
+The page holds everything inline: its CSS, and the charts of :mod:`openab_voice.report.charts`
 as SVG. It loads nothing (a Content-Security-Policy of ``default-src 'none'`` says so to the browser
 too) and runs no script. Every text taken from the report goes through :func:`html.escape`:
 transcripts, model output, goals and channel messages are untrusted.
@@ -19,8 +19,8 @@ from typing import Any
 
 from openab_voice.bench.dialogue import TARGETS as BENCH_TARGETS
 from openab_voice.bench.stats import summary
-from openab_voice.demo.report import METRICS
 from openab_voice.errors import ProviderUnavailable
+from openab_voice.report.builder import METRICS
 
 __all__ = ["html_path_for", "render_html", "require_renderer", "write_html"]
 
@@ -92,9 +92,9 @@ def _seconds(value: object) -> str:
 
 
 def render_html(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
-    """The whole page for one demo report (the dict :class:`~openab_voice.demo.report.ReportBuilder` builds)."""
+    """The whole page for one demo report (the dict :class:`~openab_voice.report.builder.ReportBuilder` builds)."""
     require_renderer()
-    from openab_voice.demo.report_charts import latency_svg, timeline_svg  # the optional extra
+    from openab_voice.report.charts import latency_svg, timeline_svg  # the optional extra
 
     names = {uid: str(s.get("name", uid)) for uid, s in report.get("speakers", {}).items()}
     dave = report.get("dave", {})
