@@ -137,7 +137,7 @@ def _bench_actions(args: argparse.Namespace) -> dict[str, Any]:
 def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
     from openab_voice.bench.dialogue import run
 
-    return run(trials=args.trials, ttft_ms=args.ttft_ms)
+    return run(trials=args.trials, ttft_ms=args.ttft_ms, preemptive=not args.no_preemptive)
 
 
 def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
@@ -229,7 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="actions: a PostgreSQL SQLAlchemy URL (default: a throwaway local cluster when PostgreSQL is installed)",
     )
     p.add_argument(
-        "--ttft-ms", type=float, default=300.0, help="dialogue: the fake LLM's time to first token"
+        "--ttft-ms",
+        type=float,
+        default=0.0,
+        help="dialogue: the fake LLM's time to first token (counted in eou_to_first_audio_ms)",
+    )
+    p.add_argument(
+        "--no-preemptive", action="store_true", help="dialogue: preemptive generation off (to compare)"
     )
     p.set_defaults(func=_cmd_bench)
     return parser

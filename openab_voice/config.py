@@ -97,6 +97,10 @@ class Settings(BaseSettings):
         default="full_duplex",
         description="full_duplex: barge-in while the bot talks; turn_based: half duplex.",
     )
+    preemptive_generation: bool = Field(
+        default=True,
+        description="Prepare the answer while the end of speech is confirmed (said only if it holds).",
+    )
     wake_name: str | None = Field(
         default=None,
         min_length=1,

@@ -1,7 +1,9 @@
 """The conversation manager for one voice channel.
 
 It subscribes to the bus for transcripts (``TranscriptFinal`` / ``TranscriptPartial`` /
-``TranscriptDiscarded``) and speech events (``SpeechStarted`` / ``SpeechEnded``), and feeds them
+``TranscriptDiscarded``, and ``TranscriptSpeculative`` / ``SpeculationWithdrawn`` for preemptive
+generation: an answer prepared while the end of speech is still being confirmed, said only if the
+final asks the same) and speech events (``SpeechStarted`` / ``SpeechEnded``), and feeds them
 through one inbox to one loop task, together with the progress reports of the running response.
 Every decision goes through the pure state machine (:mod:`openab_voice.engine.state`); the loop is
 the one place that applies its effects (the response ones through
@@ -36,9 +38,11 @@ from openab_voice.engine.context import ChannelNote, ShortTermContext, UserUtter
 from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
+    SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
+    TranscriptSpeculative,
     TurnAccepted,
     TurnIgnored,
 )
@@ -92,16 +96,29 @@ _Item = (
     TranscriptFinal
     | TranscriptPartial
     | TranscriptDiscarded
+    | TranscriptSpeculative
+    | SpeculationWithdrawn
     | SpeechStarted
     | SpeechEnded
     | _WindowExpired
     | _Announce
     | DialogueInput
 )
+_Heard = (
+    TranscriptFinal
+    | TranscriptPartial
+    | TranscriptDiscarded
+    | TranscriptSpeculative
+    | SpeculationWithdrawn
+    | SpeechStarted
+    | SpeechEnded
+)
 _SUBSCRIBED: tuple[type[Event], ...] = (
     TranscriptFinal,
     TranscriptPartial,
     TranscriptDiscarded,
+    TranscriptSpeculative,
+    SpeculationWithdrawn,
     SpeechStarted,
     SpeechEnded,
 )
@@ -248,9 +265,7 @@ class ConversationManager:
     def _on_event(self, event: Event) -> None:
         if event.session_id is not None and event.session_id != self._session_id:
             return
-        if isinstance(
-            event, TranscriptFinal | TranscriptPartial | TranscriptDiscarded | SpeechStarted | SpeechEnded
-        ):
+        if isinstance(event, _Heard):
             self._inbox.put_nowait(event)
 
     def _report(self, item: DialogueInput) -> None:
@@ -270,9 +285,15 @@ class ConversationManager:
         match item:
             case TranscriptFinal():
                 await self._on_final(item)
+                self._responses.drop_prepared(item.utterance_id)  # its final did not take it
+            case TranscriptSpeculative():
+                self._on_speculative(item)
+            case SpeculationWithdrawn():
+                self._responses.drop_prepared(item.utterance_id)
             case TranscriptPartial():
                 self._controller.on_partial(item.speaker_id, item.text)
             case TranscriptDiscarded():
+                self._responses.drop_prepared(item.utterance_id)
                 await self._resume(self._controller.on_discarded(item.speaker_id))
             case SpeechStarted():
                 await self._on_speech_started(item)
@@ -313,8 +334,7 @@ class ConversationManager:
             self._ignored(event, decision.reason)
             await self._resume(self._controller.on_final(event.speaker_id, accepted=False))
             return
-        half_duplex = self._settings.mode is DialogueMode.TURN_BASED
-        if half_duplex and self._floor.overlaps(event.audio_start, event.audio_end):
+        if self._half_duplex_ignores(event.audio_start, event.audio_end):
             self._ignored(event, "bot_speaking")  # half duplex: capture is ignored while the bot speaks
             return
         turn_id = f"turn-{next(self._turn_ids)}"
@@ -329,24 +349,54 @@ class ConversationManager:
         )
         self._controller.on_final(event.speaker_id, accepted=True)
         self._cancel_timer()
+        self._prepared[turn_id] = self._answer(
+            turn_id, event.speaker_id, event.text, event.at, event.audio_end
+        )
+        await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
+
+    def _answer(
+        self, turn_id: str, speaker_id: str, text: str, at: float, eou_at: float | None
+    ) -> PreparedResponse:
+        """The response to a user turn (the same for a final and for the speculation before it)."""
+        name = self._roster.display_name(speaker_id)
         wake = self._policy.wake_name
         # The model gets the request without the name that addressed it (see without_address).
         user = UserUtterance(
             turn_id=turn_id,
-            speaker_id=event.speaker_id,
+            speaker_id=speaker_id,
             speaker_name=name,
-            text=without_address(event.text, wake),
-            at=event.at,
+            text=without_address(text, wake),
+            at=at,
         )
-        self._prepared[turn_id] = PreparedResponse(
+        return PreparedResponse(
             user=user,
-            eou_at=event.audio_end,
-            speaker_id=event.speaker_id,
+            eou_at=eou_at,
+            speaker_id=speaker_id,
             labels=tuple(sorted({self._roster.display_name(h) for h in self._roster.humans()} | {name})),
             own_name=wake,
-            cause=self._still_here(event.speaker_id, name),
+            cause=self._still_here(speaker_id, name),
         )
-        await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
+
+    def _half_duplex_ignores(self, start: float, end: float) -> bool:
+        return self._settings.mode is DialogueMode.TURN_BASED and self._floor.overlaps(start, end)
+
+    def _on_speculative(self, event: TranscriptSpeculative) -> None:
+        """Preemptive generation: if this would be a turn now, prepare its answer, held until the final.
+
+        Only while listening with nothing queued to say (otherwise the final's turn would not start
+        at once anyway) and never for a request the action plane claims.
+        """
+        if (
+            not self._settings.preemptive_generation
+            or self._snap.state is not DialogueState.LISTENING
+            or self._announcements
+            or (self._claimed is not None and self._claimed(event.text))
+            or not self._policy.decide(speaker_id=event.speaker_id, text=event.text).accepted
+            or self._half_duplex_ignores(event.audio_start, event.audio_end)
+        ):
+            return
+        ahead = self._answer(f"ahead-{event.utterance_id}", event.speaker_id, event.text, event.at, None)
+        self._responses.prepare(event.utterance_id, ahead)
 
     def _still_here(self, speaker_id: str, name: str) -> SpeechCause:
         """An answer is for the one who asked: once they left the channel, the rest is not said."""

@@ -43,6 +43,37 @@ class TranscriptFinal(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptSpeculative(Event):
+    """What the final of an utterance still open will be if its speaker says nothing more.
+
+    Published when a speculative final decode (run inside the utterance's first quiet stretch, before
+    the VAD has waited its minimum silence) passed the same checks as a final. Exactly this text
+    becomes the ``TranscriptFinal`` unless speech follows, in which case a
+    :class:`SpeculationWithdrawn` comes first. The conversation may prepare its answer on it
+    (preemptive generation); nothing may be said or done on it alone.
+    """
+
+    speaker_id: str
+    utterance_id: str
+    text: str
+    audio_start: float
+    audio_end: float  # the audio the decode saw ends here
+    stage: str = "stt"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", sanitize(self.text))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeculationWithdrawn(Event):
+    """The speaker went on talking: the utterance's last :class:`TranscriptSpeculative` is void."""
+
+    speaker_id: str
+    utterance_id: str
+    stage: str = "stt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TranscriptDiscarded(Event):
     """An utterance that produced no usable text (empty, punctuation only, low confidence)."""
 

@@ -117,6 +117,13 @@ class SpeechHandle:
     def bind_task(self, task: asyncio.Task[None]) -> None:
         self._task = task
 
+    def assign(self, *, response_id: str, turn_id: str) -> None:
+        """Name a response prepared ahead of its turn once the turn is decided (before any audio)."""
+        if self._utterance_id is not None:
+            raise RuntimeError(f"response {self.response_id} already speaks: it cannot be renamed")
+        self.response_id = response_id
+        self.turn_id = turn_id
+
     def mark_played(self, position: PlayedPosition) -> None:
         """The output finished the utterance (normally, or cut by someone else)."""
         self._played_ms = position.played_ms

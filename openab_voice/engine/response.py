@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -59,9 +60,11 @@ from openab_voice.providers.speech import (
 )
 from openab_voice.tools.registry import ToolContext, ToolResult
 
-__all__ = ["ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
+__all__ = ["Hold", "ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
 
 log = logging.getLogger(__name__)
+
+_Progress = AudioStarted | ToolStarted | ToolFinished | ResponseFinished | ResponseFailed
 
 _WRITE_FRAMES = 10  # 200 ms of audio per write to the output
 
@@ -123,6 +126,40 @@ class ResponseRequest:
     own_name: str | None = None
 
 
+class Hold:
+    """Holds a response prepared ahead of its turn (preemptive generation) until it is released.
+
+    While held, the response generates and synthesizes, but nothing reaches the output, no tool
+    runs, and its reports and latency figures wait; :meth:`release` (the turn was confirmed) lets
+    them all through in order. A hold never released is dropped with its task: nothing was said.
+    """
+
+    def __init__(self) -> None:
+        self._released = asyncio.Event()
+        self._on_release: list[Callable[[], None]] = []
+        self.eou_at: float | None = None
+
+    @property
+    def released(self) -> bool:
+        return self._released.is_set()
+
+    def release(self, *, eou_at: float | None) -> None:
+        """The turn is confirmed: ``eou_at`` is the end of the speech it answers."""
+        if self._released.is_set():
+            return
+        self.eou_at = eou_at
+        callbacks, self._on_release = self._on_release, []
+        for callback in callbacks:
+            callback()
+        self._released.set()
+
+    def on_release(self, callback: Callable[[], None]) -> None:
+        self._on_release.append(callback)
+
+    async def wait(self) -> None:
+        await self._released.wait()
+
+
 class _Expired(Exception):  # noqa: N818 - a signal inside the runner, never raised out of it
     """The response's cause no longer holds: stop before more of it is synthesized or played."""
 
@@ -166,6 +203,7 @@ class ResponseRunner:
         request: what to say or generate.
         handle: the response's speech handle (sentences, audio, position).
         report: called with each state-machine input, in order (puts it in the manager's inbox).
+        hold: set for a response prepared ahead of its turn (see :class:`Hold`).
     """
 
     def __init__(
@@ -175,24 +213,53 @@ class ResponseRunner:
         request: ResponseRequest,
         handle: SpeechHandle,
         report: Callable[[DialogueInput], None],
+        hold: Hold | None = None,
     ) -> None:
         self._d = deps
         self._request = request
         self._handle = handle
-        self._report = report
+        self._send = report
+        self._hold = hold
+        self._held: list[_Progress | tuple[str, float, float]] = []  # waiting for the release
+        if hold is not None:
+            hold.on_release(self._released)
         self._sentences = 0
         self._started: set[int] = set()
         self._first_audio = False
         self._generator: asyncio.Task[None] | None = None
 
+    def _report(self, item: _Progress) -> None:
+        if self._hold is not None and not self._hold.released:
+            self._held.append(item)
+        else:
+            self._send(item)
+
+    def _released(self) -> None:
+        """The hold was released and the handle renamed: what waited goes out under the turn's ids."""
+        held, self._held = self._held, []
+        for item in held:
+            if isinstance(item, tuple):
+                self._publish_latency(*item)
+            else:
+                self._send(dataclasses.replace(item, response_id=self._handle.response_id))
+
+    @property
+    def _eou_at(self) -> float | None:
+        return self._request.eou_at if self._hold is None else self._hold.eou_at
+
+    async def _on_hold(self) -> None:
+        """Before the first audio or tool call of a held response: wait for its release."""
+        if self._hold is not None:
+            await self._hold.wait()
+
     async def run(self) -> None:
-        rid = self._handle.response_id
         try:
             position = await self._pipeline()
         except Exception as exc:  # CancelledError is not an Exception: it propagates
             err = _first_error(exc)
             code = err.code if isinstance(err, OpenabError) else ResponseError.code
             retryable = err.retryable if isinstance(err, OpenabError) else True
+            rid = self._handle.response_id
             log.warning("response %s failed: %s", rid, err)
             self._report(ResponseFailed(response_id=rid, code=code, message=str(err), retryable=retryable))
             return
@@ -200,7 +267,7 @@ class ResponseRunner:
         if position is not None:
             self._handle.mark_played(position)
             interrupted = position.interrupted
-        self._report(ResponseFinished(response_id=rid, interrupted=interrupted))
+        self._report(ResponseFinished(response_id=self._handle.response_id, interrupted=interrupted))
 
     async def _pipeline(self) -> PlayedPosition | None:
         queue: asyncio.Queue[int | None] = asyncio.Queue()
@@ -270,6 +337,7 @@ class ResponseRunner:
         return "".join(parts), calls, more
 
     async def _run_tool(self, call: ToolCall) -> ChatMessage:
+        await self._on_hold()  # a tool may act: never on a turn not yet confirmed
         rid = self._handle.response_id
         self._report(ToolStarted(response_id=rid, name=call.name))
         with _stage("tools"):
@@ -421,6 +489,7 @@ class ResponseRunner:
             with _stage("playback"):
                 uid = self._handle.utterance_id
                 if uid is None:
+                    await self._on_hold()
                     # The last moment to take it back: nothing of it has reached the listeners yet.
                     self._check(index, "before_audio")
                     uid = self._d.output.begin()
@@ -432,16 +501,23 @@ class ResponseRunner:
                 self._report(AudioStarted(response_id=self._handle.response_id))
             if not self._first_audio:
                 self._first_audio = True
-                if self._request.eou_at is not None:
-                    self._latency("eou_to_first_audio_ms", self._request.eou_at)
+                if self._eou_at is not None:
+                    self._latency("eou_to_first_audio_ms", self._eou_at)
 
     def _latency(self, metric: str, since: float) -> None:
+        now = self._d.clock.monotonic()
+        if self._hold is not None and not self._hold.released:
+            self._held.append((metric, (now - since) * 1000.0, now))  # published with the turn's id
+        else:
+            self._publish_latency(metric, (now - since) * 1000.0, now)
+
+    def _publish_latency(self, metric: str, value_ms: float, at: float) -> None:
         self._d.bus.publish(
             LatencyMeasured(
-                at=self._d.clock.monotonic(),
+                at=at,
                 session_id=self._d.session_id,
                 metric=metric,
-                value_ms=(self._d.clock.monotonic() - since) * 1000.0,
+                value_ms=value_ms,
                 speaker_id=self._request.speaker_id,
                 turn_id=self._handle.turn_id,
             )

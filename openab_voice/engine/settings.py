@@ -68,6 +68,9 @@ class DialogueSettings:
         cancel_timeout_s: bound on waiting for a cancelled response to unwind.
         allow_half_duplex_fallback: run turn based instead of failing when full duplex is asked
             for but the providers cannot do it.
+        preemptive_generation: prepare the answer (model and first synthesis) on the speculative
+            final, while the VAD still waits out its minimum silence; it is said only when the
+            final confirms exactly that request, otherwise dropped unheard.
     """
 
     mode: DialogueMode = DialogueMode.FULL_DUPLEX
@@ -82,6 +85,7 @@ class DialogueSettings:
     max_tool_rounds: int = 3
     cancel_timeout_s: float = 2.0
     allow_half_duplex_fallback: bool = False
+    preemptive_generation: bool = True
 
     def __post_init__(self) -> None:
         positive_ints = {

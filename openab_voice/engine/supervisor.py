@@ -11,6 +11,11 @@ exactly once:
 * commit: the response ended on its own; commit the heard sentences;
 * discard: a provider failed; stop the output, commit nothing, report the error.
 
+Preemptive generation: ``prepare`` runs a response for a turn not yet confirmed (the speculative
+final) under a :class:`~openab_voice.engine.response.Hold`: it generates and synthesizes, says nothing
+and runs no tool. ``start`` adopts it when the confirmed turn asks exactly the same of the model
+(the same messages, labels and name); anything else drops it, unheard, before the new one starts.
+
 Settling writes the short-term context (the user turn, then only the heard assistant text) and
 publishes ``BotUtteranceFinished``. The conversation manager calls these from its one effect
 dispatcher; nothing else touches the context's assistant side.
@@ -28,7 +33,7 @@ from openab_voice.engine.context import ShortTermContext, UserUtterance
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
-from openab_voice.engine.response import ResponseDeps, ResponseRequest, ResponseRunner
+from openab_voice.engine.response import Hold, ResponseDeps, ResponseRequest, ResponseRunner
 from openab_voice.engine.state import (
     DialogueInput,
     DiscardResponse,
@@ -71,6 +76,16 @@ class _Active:
     settled: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A response running ahead of its turn, held; ``key`` is what it answers."""
+
+    key: str
+    request: ResponseRequest
+    handle: SpeechHandle
+    hold: Hold
+
+
 class ResponseSupervisor:
     """Starts, interrupts and settles responses; owns their tasks.
 
@@ -92,6 +107,7 @@ class ResponseSupervisor:
         self._report = report
         self._cancel_timeout_s = deps.settings.cancel_timeout_s
         self._active: _Active | None = None
+        self._ahead: _Prepared | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -99,8 +115,47 @@ class ResponseSupervisor:
         return self._d.output
 
     def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
+        request = self._request(prepared)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and _same_ask(ahead.request, request):
+            ahead.handle.assign(response_id=effect.response_id, turn_id=effect.turn_id)
+            self._active = _Active(handle=ahead.handle, user=prepared.user)
+            ahead.hold.release(eou_at=prepared.eou_at)
+            return
+        if ahead is not None:
+            self._drop(ahead)
         handle = SpeechHandle(response_id=effect.response_id, turn_id=effect.turn_id, output=self._d.output)
-        request = ResponseRequest(
+        self._run(request, handle, hold=None)
+        self._active = _Active(handle=handle, user=prepared.user)
+
+    def prepare(self, key: str, prepared: PreparedResponse) -> None:
+        """Run the response ``prepared`` describes ahead of its turn, held (replaces one held before).
+
+        Args:
+            key: what it answers (an utterance id): :meth:`drop_prepared` with it drops it.
+            prepared: as for :meth:`start`; its ``eou_at`` is ignored (the confirmed turn's counts).
+        """
+        self.drop_prepared()
+        request = self._request(prepared)
+        handle = SpeechHandle(response_id=f"ahead-{key}", turn_id=f"ahead-{key}", output=self._d.output)
+        hold = Hold()
+        self._run(request, handle, hold=hold)
+        self._ahead = _Prepared(key=key, request=request, handle=handle, hold=hold)
+
+    def drop_prepared(self, key: str | None = None) -> None:
+        """Drop the held response (only if it answers ``key``, when given); nothing of it was said."""
+        ahead = self._ahead
+        if ahead is not None and (key is None or ahead.key == key):
+            self._ahead = None
+            self._drop(ahead)
+
+    @property
+    def prepared_key(self) -> str | None:
+        """What the held response answers (None: none is held)."""
+        return None if self._ahead is None else self._ahead.key
+
+    def _request(self, prepared: PreparedResponse) -> ResponseRequest:
+        return ResponseRequest(
             messages=tuple(self._context.messages(prepared.user)),
             replay=prepared.replay,
             generate=not prepared.replay,
@@ -110,12 +165,17 @@ class ResponseSupervisor:
             labels=prepared.labels,
             own_name=prepared.own_name,
         )
-        runner = ResponseRunner(deps=self._d, request=request, handle=handle, report=self._report)
-        task = asyncio.create_task(runner.run(), name=f"response-{effect.response_id}")
+
+    def _run(self, request: ResponseRequest, handle: SpeechHandle, *, hold: Hold | None) -> None:
+        runner = ResponseRunner(deps=self._d, request=request, handle=handle, report=self._report, hold=hold)
+        task = asyncio.create_task(runner.run(), name=f"response-{handle.response_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         handle.bind_task(task)
-        self._active = _Active(handle=handle, user=prepared.user)
+
+    def _drop(self, ahead: _Prepared) -> None:
+        log.debug("dropped the response prepared for %s", ahead.key)
+        ahead.handle.interrupt()  # nothing reached the output: this only cancels its task
 
     async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
         """Cut the response; returns its (settled) handle, or None when it is not the active one."""
@@ -167,6 +227,7 @@ class ResponseSupervisor:
 
     async def aclose(self) -> None:
         """Cancel every response task still alive (one that outlived its bound) and wait for them."""
+        self.drop_prepared()
         tasks = tuple(self._tasks)
         for task in tasks:
             task.cancel()
@@ -202,3 +263,15 @@ class ResponseSupervisor:
                 interrupted=discard or handle.interrupted,
             )
         )
+
+
+def _same_ask(ahead: ResponseRequest, now: ResponseRequest) -> bool:
+    """A response prepared ahead answers the confirmed turn: the model was asked the same, and what
+    is stripped from its reply is the same."""
+    return (
+        ahead.generate
+        and now.generate
+        and ahead.messages == now.messages
+        and ahead.labels == now.labels
+        and ahead.own_name == now.own_name
+    )

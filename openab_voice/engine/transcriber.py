@@ -50,10 +50,12 @@ from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
 from openab_voice.engine.events import (
     LatencyMeasured,
+    SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptionBacklog,
     TranscriptPartial,
+    TranscriptSpeculative,
 )
 from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
@@ -136,8 +138,9 @@ class Transcriber:
             if frame.speech_probability < self.settings.speculate_below:
                 if utt.quiet_since is None:
                     utt.quiet_since = audio.timestamp
-            else:
+            elif utt.quiet_since is not None:
                 utt.quiet_since = None  # speech again: a speculative final is stale
+                self._withdraw(utt)
             reached = speaker.end_at is not None and utt.audio_end >= speaker.end_at - _END_TOLERANCE_S
             if reached or utt.samples >= self.settings.max_utterance_s * self._rate:
                 self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
@@ -171,6 +174,8 @@ class Transcriber:
             # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
             if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
                 utt.spec = result
+                if self._is_open(utt):
+                    self._announce_speculation(utt, result)
         elif not utt.concluded:
             if isinstance(result, BaseException):
                 self._failed(job, result)
@@ -257,17 +262,58 @@ class Transcriber:
                 )
             )
 
-    def _finish(self, utt: Utterance, hyp: Hypothesis) -> None:
+    def _unusable(self, hyp: Hypothesis) -> str | None:
+        """Why a final hypothesis cannot be published (None: it can)."""
         text, s = hyp.text.strip(), self.settings
         if not text:
-            reason = "empty"
-        elif not normalize_words(text):
-            reason = "punctuation_only"
-        elif hyp.no_speech_prob is not None and hyp.no_speech_prob > s.max_no_speech_prob:
-            reason = "no_speech"
-        elif hyp.confidence is not None and hyp.confidence < s.min_confidence:
-            reason = "low_confidence"
-        else:
+            return "empty"
+        if not normalize_words(text):
+            return "punctuation_only"
+        if hyp.no_speech_prob is not None and hyp.no_speech_prob > s.max_no_speech_prob:
+            return "no_speech"
+        if hyp.confidence is not None and hyp.confidence < s.min_confidence:
+            return "low_confidence"
+        return None
+
+    def _is_open(self, utt: Utterance) -> bool:
+        speaker = self._speakers.get(utt.speaker_id)
+        return speaker is not None and speaker.current is utt
+
+    def _announce_speculation(self, utt: Utterance, hyp: Hypothesis) -> None:
+        """A usable speculative final for an utterance still open: say what its final will be."""
+        if self._unusable(hyp) is not None:
+            return
+        utt.spec_announced = True
+        self._bus.publish(
+            TranscriptSpeculative(
+                at=self._clock.monotonic(),
+                session_id=self._session,
+                speaker_id=utt.speaker_id,
+                utterance_id=utt.id,
+                text=hyp.text.strip(),
+                audio_start=utt.audio_start,
+                audio_end=utt.audio_end,
+            )
+        )
+
+    def _withdraw(self, utt: Utterance) -> None:
+        """Speech followed an announced speculation: it will not be the final."""
+        if not utt.spec_announced:
+            return
+        utt.spec_announced = False
+        self._bus.publish(
+            SpeculationWithdrawn(
+                at=self._clock.monotonic(),
+                session_id=self._session,
+                speaker_id=utt.speaker_id,
+                utterance_id=utt.id,
+            )
+        )
+
+    def _finish(self, utt: Utterance, hyp: Hypothesis) -> None:
+        text = hyp.text.strip()
+        reason = self._unusable(hyp)
+        if reason is None:
             utt.concluded = True
             self._bus.publish(
                 TranscriptFinal(

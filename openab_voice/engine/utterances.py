@@ -78,6 +78,7 @@ class Utterance:
     quiet_since: float | None = None  # start of the current run of quiet frames
     spec_quiet: float | None = None  # the quiet run a speculative final was decoded in
     spec: Hypothesis | None = None  # its result, valid while that quiet run lasts
+    spec_announced: bool = False  # a TranscriptSpeculative went out for ``spec`` (not withdrawn)
     ended_at: float | None = None  # clock time the utterance ended (its final is due from then)
 
     @property

@@ -14,9 +14,11 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
+    SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
+    TranscriptSpeculative,
 )
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
@@ -90,7 +92,13 @@ class Rig:
         return self.clock.monotonic()
 
     def say(
-        self, text: str, *, speaker: str = "alice", began: float | None = None, session: str = SESSION
+        self,
+        text: str,
+        *,
+        speaker: str = "alice",
+        began: float | None = None,
+        session: str = SESSION,
+        utterance_id: str | None = None,
     ) -> None:
         self._utterances += 1
         self.bus.publish(
@@ -98,11 +106,32 @@ class Rig:
                 at=self.now(),
                 session_id=session,
                 speaker_id=speaker,
-                utterance_id=f"u{self._utterances}",
+                utterance_id=utterance_id or f"u{self._utterances}",
                 text=text,
                 audio_start=self.now() - 1.0 if began is None else began,
                 audio_end=self.now(),
                 partials=1,
+            )
+        )
+
+    def speculate(self, text: str, *, utterance_id: str, speaker: str = "alice") -> None:
+        """The transcriber's speculative final: what ``utterance_id`` says if nothing follows."""
+        self.bus.publish(
+            TranscriptSpeculative(
+                at=self.now(),
+                session_id=SESSION,
+                speaker_id=speaker,
+                utterance_id=utterance_id,
+                text=text,
+                audio_start=self.now() - 1.0,
+                audio_end=self.now(),
+            )
+        )
+
+    def withdraw(self, *, utterance_id: str, speaker: str = "alice") -> None:
+        self.bus.publish(
+            SpeculationWithdrawn(
+                at=self.now(), session_id=SESSION, speaker_id=speaker, utterance_id=utterance_id
             )
         )
 

@@ -19,10 +19,12 @@ from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import FakeClock
 from openab_voice.engine.events import (
     LatencyMeasured,
+    SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptionBacklog,
     TranscriptPartial,
+    TranscriptSpeculative,
 )
 from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.engine.transcriber import Transcriber
@@ -472,9 +474,14 @@ def test_a_speculative_final_during_the_end_silence_is_the_final_when_no_speech_
     rig.feed(speech + hangover("alice", 101.2, 0.4))
     speculative = [c for c in stt.calls if c[1]]
     assert len(speculative) == 1 and not rig.of(TranscriptFinal)  # decoded early, not published yet
+    # ... but announced, for an answer to be prepared while the VAD waits out its silence.
+    (early,) = rig.of(TranscriptSpeculative)
+    assert isinstance(early, TranscriptSpeculative) and early.text == "what time is it"
+    assert early.at < 101.6
     rig.feed([frame("alice", 101.6, speech=False)])  # the VAD declares the end
     (final,) = rig.of(TranscriptFinal)
     assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
+    assert final.utterance_id == early.utterance_id and not rig.of(SpeculationWithdrawn)
     assert len([c for c in stt.calls if c[1]]) == 1  # no second final decode
     assert final.at == pytest.approx(101.62)  # published at the end, with no decode after it
     assert final.audio_end == pytest.approx(101.6)
@@ -492,6 +499,15 @@ def test_speech_after_a_speculative_final_makes_it_stale() -> None:
     # The pause's speculative decode was made, then thrown away: the final decodes all the audio.
     assert len(finals) == 2 and finals[-1][0] > finals[0][0]
     assert isinstance(final, TranscriptFinal) and final.text == "one two three four five six"
+    # What the pause announced was withdrawn as soon as speech came back, before the final.
+    kinds = [
+        type(e).__name__
+        for e in rig.events
+        if isinstance(e, TranscriptSpeculative | SpeculationWithdrawn | TranscriptFinal)
+    ]
+    assert kinds == ["TranscriptSpeculative", "SpeculationWithdrawn", "TranscriptFinal"]
+    withdrawn = rig.of(SpeculationWithdrawn)[0]
+    assert isinstance(withdrawn, SpeculationWithdrawn) and withdrawn.utterance_id == final.utterance_id
 
 
 def test_overload_sheds_partials_queues_finals_and_never_splits_an_utterance() -> None:
