@@ -16,6 +16,8 @@ command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v swig >/dev/null 2>&1 || need_apt+=(swig)
 # chromium: the test that the demo's HTML report renders loads it in headless Chromium.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# node + npm: third-party clients the project is tested against (the TypeScript ACP agent, discord.js).
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
@@ -39,5 +41,12 @@ if command -v npm >/dev/null 2>&1 && [ ! -f "$ts_agent/node_modules/@agentclient
   mkdir -p "$ts_agent"
   [ -f "$ts_agent/package.json" ] || echo '{"name": "openab-acp-ts-agent", "private": true}' >"$ts_agent/package.json"
   npm install --prefix "$ts_agent" --no-audit --no-fund --silent @agentclientprotocol/sdk@1.9.0 zod@3.25.76
+fi
+# discord.js + @discordjs/voice + davey, the independent voice client the emulator is held against
+# (tests/e2e/test_discordjs_client.py). Pinned in tests/discordjs/package.json; reinstalled when it changes.
+djs=.cache/discordjs-client
+if command -v npm >/dev/null 2>&1 && ! cmp -s tests/discordjs/package.json "$djs/package.json"; then
+  mkdir -p "$djs" && cp tests/discordjs/package.json "$djs/package.json"
+  npm install --prefix "$djs" --no-audit --no-fund --silent || { rm -f "$djs/package.json"; exit 1; }
 fi
 echo "set-up done: .venv is ready"

@@ -420,7 +420,8 @@ async def test_bad_input_reaches_the_bot_socket(
 
 async def test_speaker_pacing_follows_the_injected_clock() -> None:
     clock = FakeClock()
-    async with DiscordEmulator(EmulatorConfig(dave=False), clock=clock) as emu:
+    # No SPEAKING lead: the first packet goes out without the clock moving.
+    async with DiscordEmulator(EmulatorConfig(dave=False, speaking_lead_ms=0.0), clock=clock) as emu:
         emu.add_user(ALICE, "alice")
         async with running_client(emu, build_client(emu)) as client:
             channel = client.get_channel(emu.voice_channel_id)

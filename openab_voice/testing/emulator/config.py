@@ -26,6 +26,15 @@ class EmulatorConfig:
         seed: seeds SSRCs, RTP sequence starts and impairments, for reproducible runs.
         bot_name: the bot user's name.
         token: the only bot token the emulator accepts.
+        client_commits: with DAVE, send a membership change's proposals (op 27) to the bot and let
+            its commit (op 28) win when it arrives within ``commit_wait_s``; otherwise the hidden
+            recorder commits at once, so the bot's commits always lose.
+        commit_wait_s: how long proposals wait for the bot's commit before the recorder commits.
+        speaking_lead_ms: op 5 SPEAKING goes out this long before a user's first packet on a
+            connection (a client that handles the packet before op 5 drops it); 0: together.
+        advertise_loopback: ``GET /gateway``, ``/gateway/bot`` and READY's ``resume_gateway_url``
+            name ``wss://127.0.0.1:<port>`` instead of ``wss://gateway.discord.gg``, for clients
+            that cannot resolve Discord's host names to the emulator (discord.js).
     """
 
     dave: bool = True
@@ -36,6 +45,10 @@ class EmulatorConfig:
     seed: int = 0
     bot_name: str = "openab"
     token: str = "emulator-token"
+    client_commits: bool = False
+    commit_wait_s: float = 2.0
+    speaking_lead_ms: float = 40.0
+    advertise_loopback: bool = False
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -47,6 +60,8 @@ class EmulatorConfig:
             )
         if not self.token:
             raise EmulatorError("token must not be empty", code="EMULATOR_BAD_CONFIG")
+        if not 0.0 <= self.speaking_lead_ms <= 1000.0 or not 0.0 < self.commit_wait_s <= 60.0:
+            raise EmulatorError("speaking_lead_ms or commit_wait_s out of range", code="EMULATOR_BAD_CONFIG")
         self.impairments()  # validates the probabilities
 
     def impairments(self) -> Impairments:

@@ -5,9 +5,17 @@ the group commits an external Add and the bot gets a Welcome (op 30) with a tran
 op 23, and the server executes with op 22. Fake users joining or leaving later go through op 27
 (the proposals, which the bot must store before the commit) and op 29 (the winning commit).
 
-The group always contains one hidden member, the *recorder*: it is the committer, never leaves, and
+The group always contains one extra member, the *recorder*: it is the committer, never leaves, and
 is how the emulator decrypts the bot's own frames (``decrypt(bot_id, audio, frame)`` needs a
-member's session). It shows up only in ``dave_session.get_user_ids()``.
+member's session). Like every MLS member on Discord it is a connected client: op 11 announces it
+(discord.js checks every proposed Add against the clients it was told about).
+
+Who commits: by default the recorder, at once. With ``client_commits`` the proposals go to the bot
+first and its op 28 commit wins when it arrives in time (the first commit to reach the server wins
+on Discord); the recorder commits only when the bot sends none.
+
+A second KeyPackage from the bot (after it reported an unprocessable commit or welcome with op 31,
+or on any re-initialisation) replaces its old leaf in the same commit that adds the new one.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from dataclasses import dataclass
 import davey
 
 from openab_voice.errors import EmulatorError
-from openab_voice.testing.emulator.mls import DaveGroup
+from openab_voice.testing.emulator.mls import DaveGroup, Proposal
+from openab_voice.testing.emulator.mls_wire import MlsWireError, split_commit_welcome
 
 OPUS_SILENCE = b"\xf8\xff\xfe"
 
@@ -71,7 +80,10 @@ class DavePeer:
         return self.group.external_sender.serialized()
 
     def welcome_bot(self, key_package: bytes) -> tuple[int, bytes]:
-        """Admit the bot by its op 26 key package; returns ``(transition_id, welcome)`` for op 30."""
+        """Admit the bot by its op 26 key package (its old leaf, if any, removed in the same commit);
+        returns ``(transition_id, welcome)`` for op 30."""
+        if self.group.pending is not None:
+            self.group.commit_pending()  # the bot re-joined mid-change: the recorder settles it
         try:
             _, welcome = self.group.admit(key_package)
         except Exception as exc:  # davey raises plain exceptions for malformed MLS input
@@ -79,7 +91,50 @@ class DavePeer:
         transition = self._next_transition()
         self._pending.add(transition)
         self._welcome_transition = transition
+        self.bot_joined = False
         return transition, welcome
+
+    def bot_invalidated(self, transition_id: int) -> None:
+        """The bot reported (op 31) that it could not process a commit or welcome: it re-initialises
+        and sends a new key package, so nothing is pending for it any more."""
+        self._pending.discard(transition_id)
+        self.bot_joined = False
+
+    def invalid_commit(self) -> CommitTransition:
+        """An op 29 whose commit no client can process (the bot must answer op 31)."""
+        transition = self._next_transition()
+        self._pending.add(transition)
+        # A well-framed PublicMessage header for the group, then garbage: davey fails to decode it.
+        junk = b"\x00\x01\x00\x01" + bytes([8]) + self.group.group_id + b"\xff" * 24
+        return CommitTransition(proposals=b"", transition_id=transition, commit=junk)
+
+    def propose(self, *, add: int | None = None, remove: int | None = None) -> Proposal:
+        """Proposals for a fake user joining or leaving, not committed yet (client-commit mode)."""
+        return self.group.propose(
+            adds=[] if add is None else [add], removes=[] if remove is None else [remove]
+        )
+
+    def commit_by_bot(self, payload: bytes) -> CommitTransition:
+        """The bot's op 28 (``commit || welcome``) wins: the group follows it.
+
+        Raises:
+            EmulatorError: ``EMULATOR_DAVE_FAILED`` when the payload is no usable commit.
+        """
+        try:
+            commit, welcome = split_commit_welcome(payload)
+            self.group.accept_commit(commit, welcome)
+        except (MlsWireError, ValueError) as exc:
+            raise EmulatorError(f"unusable commit from the bot: {exc}", code="EMULATOR_DAVE_FAILED") from exc
+        except Exception as exc:  # davey's own
+            raise EmulatorError(
+                f"the bot's commit does not apply: {exc}", code="EMULATOR_DAVE_FAILED"
+            ) from exc
+        return self._transition(with_proposals=False)
+
+    def commit_by_recorder(self) -> CommitTransition:
+        """No client commit arrived: the recorder commits the pending proposals."""
+        self.group.commit_pending()
+        return self._transition(with_proposals=False)
 
     def transition_ready(self, transition_id: int) -> bool:
         """The bot answered op 23; True when the id was pending (then send op 22)."""
@@ -100,18 +155,20 @@ class DavePeer:
 
     def remove_member(self, user_id: int) -> CommitTransition | None:
         """A fake user leaves; ``None`` when it never was a member."""
-        if user_id not in self.group.sessions:
+        if user_id not in self.group.sessions or self.group.leaf_of(user_id) is None:
             return None
         self.group.remove(user_id)
         return self._transition()
 
-    def _transition(self) -> CommitTransition:
+    def _transition(self, *, with_proposals: bool = True) -> CommitTransition:
         proposals, commit = self.group.last_proposals, self.group.last_commit
         if proposals is None or commit is None:
             raise EmulatorError("the DAVE group produced no commit", code="EMULATOR_DAVE_FAILED")
         transition = self._next_transition()
         self._pending.add(transition)
-        return CommitTransition(proposals=proposals, transition_id=transition, commit=commit)
+        return CommitTransition(
+            proposals=proposals if with_proposals else b"", transition_id=transition, commit=commit
+        )
 
     def encrypt(self, user_id: int, opus: bytes) -> bytes:
         """A fake user's frame, end-to-end encrypted (silence passes through, as davey does)."""

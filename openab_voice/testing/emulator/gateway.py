@@ -107,9 +107,17 @@ class GatewayHub:
         on_voice_state: awaited with every validated op 4 from a client.
     """
 
-    def __init__(self, state: GuildState, *, token: str, on_voice_state: VoiceStateHandler) -> None:
+    def __init__(
+        self,
+        state: GuildState,
+        *,
+        token: str,
+        on_voice_state: VoiceStateHandler,
+        gateway_url: Callable[[], str] = lambda: GATEWAY_URL,
+    ) -> None:
         self._state = state
         self._token = token
+        self._gateway_url = gateway_url
         self._on_voice_state = on_voice_state
         self._sessions: set[GatewaySession] = set()
         self._intents_by_session_id: dict[str, int] = {}
@@ -221,7 +229,7 @@ class GatewayHub:
             "guilds": [{"id": str(state.ids.guild_id), "unavailable": True}],
             "session_id": session.session_id,
             "session_type": "normal",
-            "resume_gateway_url": GATEWAY_URL,
+            "resume_gateway_url": self._gateway_url(),
             "application": {"id": str(state.ids.application_id), "flags": 0},
             "private_channels": [],
             "relationships": [],

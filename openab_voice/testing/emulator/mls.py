@@ -23,12 +23,15 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import davey
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-__all__ = ["DaveGroup", "ExternalSender", "vl"]
+from openab_voice.testing.emulator.mls_wire import key_package_user_id
+
+__all__ = ["DaveGroup", "ExternalSender", "Proposal", "vl"]
 
 _MLS10 = 1
 _WIRE_PUBLIC_MESSAGE = 1
@@ -99,6 +102,15 @@ class ExternalSender:
         proposals = (struct.pack(">HI", _PROPOSAL_REMOVE, leaf) for leaf in leaf_indices)
         return self._op27(group_id, epoch, proposals)
 
+    def proposals(
+        self, group_id: bytes, epoch: int, *, removes: Iterable[int] = (), adds: Iterable[bytes] = ()
+    ) -> bytes:
+        """One op 27 payload removing leaves and adding KeyPackages (removes first, as RFC 9420
+        §12.3 applies them)."""
+        items = [struct.pack(">HI", _PROPOSAL_REMOVE, leaf) for leaf in removes]
+        items += [struct.pack(">H", _PROPOSAL_ADD) + kp for kp in adds]
+        return self._op27(group_id, epoch, items)
+
     def _op27(self, group_id: bytes, epoch: int, proposals: Iterable[bytes]) -> bytes:
         messages = b"".join(self._public_message(group_id, epoch, p) for p in proposals)
         return bytes([_OP27_APPEND]) + vl(messages)
@@ -119,12 +131,35 @@ class ExternalSender:
         return prefix + content + vl(signature)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """Membership changes proposed to the group (op 27) and not committed yet.
+
+    Attributes:
+        op27: the op 27 payload after the opcode (``u8 operation || vl(messages)``).
+        adds: user ids added, in proposal order.
+        removes: user ids removed.
+        joiners: the in-process sessions of added users that wait for the Welcome.
+    """
+
+    op27: bytes
+    adds: tuple[int, ...]
+    removes: tuple[int, ...]
+    joiners: tuple[int, ...]
+
+
 class DaveGroup:
     """An established DAVE call held in-process: one ``davey.DaveSession`` per member.
 
-    The first member commits the external Adds for the others, exactly as a client already in a
-    Discord call does when the voice server sends op 27; every session ends ``ready`` in the same
-    epoch with the same voice privacy code.
+    The first member commits the external proposals for the others, exactly as a client already in
+    a Discord call does when the voice server sends op 27; every session ends ``ready`` in the same
+    epoch with the same voice privacy code. Members whose sessions live elsewhere (the bot) are
+    admitted by KeyPackage; a second KeyPackage from the same user replaces its old leaf in the
+    same commit, so the group never holds one user twice.
+
+    The group keeps a model of its ratchet tree's leaves (RFC 9420 §12.1.1: an Add takes the
+    leftmost blank leaf, else extends the tree; removes are applied before adds and trailing blank
+    leaves are truncated), which is how Remove proposals name members held elsewhere.
 
     Args:
         channel_id: the voice channel id; DAVE uses it (8 bytes big-endian) as the MLS group id.
@@ -148,18 +183,19 @@ class DaveGroup:
         self.last_proposals: bytes | None = None
         self.last_commit: bytes | None = None
         self.sessions: dict[int, davey.DaveSession] = {}
-        for uid in member_ids:
-            session = davey.DaveSession(_DAVE_PROTOCOL_VERSION, uid, channel_id)
-            session.set_external_sender(self.external_sender.serialized())
-            self.sessions[uid] = session
+        self._leaves: list[int | None] = [member_ids[0]]  # the committer's pending group: leaf 0
+        self._pending: Proposal | None = None
         self._committer_id = member_ids[0]
+        self.sessions[self._committer_id] = self._new_session(self._committer_id)
         if len(member_ids) > 1:
-            joiners = member_ids[1:]
-            welcome = self._commit_adds([self.sessions[uid].get_serialized_key_package() for uid in joiners])
+            welcome = self._commit(self.propose(adds=member_ids[1:]))
             if welcome is None:
                 raise RuntimeError("the committer produced no welcome for the other members")
-            for uid in joiners:
-                self.sessions[uid].process_welcome(welcome)
+
+    def _new_session(self, user_id: int) -> davey.DaveSession:
+        session = davey.DaveSession(_DAVE_PROTOCOL_VERSION, user_id, self.channel_id)
+        session.set_external_sender(self.external_sender.serialized())
+        return session
 
     @property
     def committer(self) -> davey.DaveSession:
@@ -178,8 +214,22 @@ class DaveGroup:
         code: str | None = self.committer.voice_privacy_code
         return code
 
+    @property
+    def members(self) -> list[int]:
+        """User ids by leaf, blank leaves skipped (what ``get_user_ids()`` reports)."""
+        return [uid for uid in self._leaves if uid is not None]
+
+    def leaf_of(self, user_id: int) -> int | None:
+        """The leaf index of ``user_id``, or None when it is not a member."""
+        return self._leaves.index(user_id) if user_id in self._leaves else None
+
+    @property
+    def pending(self) -> Proposal | None:
+        """Proposals sent out and not committed yet."""
+        return self._pending
+
     def admit(self, key_package: bytes) -> tuple[int, bytes]:
-        """Add one joiner (e.g. the bot) by its raw KeyPackage (op 26).
+        """Add one joiner (e.g. the bot) by its raw KeyPackage (op 26), replacing its old leaf.
 
         Existing members process the commit; the joiner must process the returned Welcome itself.
 
@@ -188,8 +238,9 @@ class DaveGroup:
 
         Raises:
             RuntimeError: if davey produced no Welcome for the proposal.
+            MlsWireError: if the KeyPackage is malformed.
         """
-        welcome = self._commit_adds([key_package])
+        welcome = self._commit(self.propose(adds=[key_package]))
         if welcome is None:
             raise RuntimeError("the committer produced no welcome for the joiner")
         return next(self._transition_ids), welcome
@@ -198,56 +249,143 @@ class DaveGroup:
         """Create a session for ``user_id``, admit it and keep it in :attr:`sessions`."""
         if user_id in self.sessions:
             raise ValueError(f"user {user_id} is already a member")
-        session = davey.DaveSession(_DAVE_PROTOCOL_VERSION, user_id, self.channel_id)
-        session.set_external_sender(self.external_sender.serialized())
-        _, welcome = self.admit(session.get_serialized_key_package())
-        session.process_welcome(welcome)
-        self.sessions[user_id] = session
-        return session
+        self._commit(self.propose(adds=[user_id]))
+        return self.sessions[user_id]
 
     def remove(self, user_id: int) -> int:
-        """Remove a member held in :attr:`sessions` (voice gateway op 13 on Discord's side).
+        """Remove a member (voice gateway op 13 on Discord's side), in-process or held elsewhere.
 
         Returns:
             The transition id of the removal commit.
 
         Raises:
-            KeyError: if ``user_id`` is not in :attr:`sessions`.
-            ValueError: if it is the last member or has no leaf yet.
+            KeyError: if ``user_id`` is not a member.
+            ValueError: if it is the last in-process member.
         """
-        leaving = self.sessions[user_id]
-        if len(self.sessions) == 1:
+        if self.leaf_of(user_id) is None:
+            raise KeyError(user_id)
+        if user_id in self.sessions and len(self.sessions) == 1:
             raise ValueError("cannot remove the last member")
-        leaf = leaving.own_leaf_index
-        if leaf is None:
-            raise ValueError(f"user {user_id} is not in the group yet")
-        del self.sessions[user_id]
-        if user_id == self._committer_id:
-            self._committer_id = next(uid for uid, s in self.sessions.items() if s.ready)
-        self._commit(self.external_sender.remove_proposals(self.group_id, self.epoch, [leaf]))
+        self._commit(self.propose(removes=[user_id]))
         return next(self._transition_ids)
 
-    def _commit_adds(self, key_packages: list[bytes]) -> bytes | None:
-        return self._commit(self.external_sender.add_proposals(self.group_id, self.epoch, key_packages))
+    def next_transition_id(self) -> int:
+        return next(self._transition_ids)
 
-    def _commit(self, op27: bytes) -> bytes | None:
-        """Have the committer commit an op 27 payload and every ready member follow (op 29)."""
-        proposals = op27[1:]  # davey takes the operation type separately
+    def propose(self, *, adds: Iterable[int | bytes] = (), removes: Iterable[int] = ()) -> Proposal:
+        """Sign external proposals: each add is a user id (a new in-process session) or a raw
+        KeyPackage (a member held elsewhere, whose old leaf is removed first).
+
+        Raises:
+            ValueError: if a proposal names no member or one already pending.
+            MlsWireError: if a KeyPackage is malformed.
+        """
+        if self._pending is not None:
+            raise ValueError("proposals are already pending")
+        key_packages: list[bytes] = []
+        add_ids: list[int] = []
+        joiners: list[int] = []
+        remove_ids = list(removes)
+        for add in adds:
+            if isinstance(add, bytes):
+                uid = key_package_user_id(add)
+                key_packages.append(add)
+                if self.leaf_of(uid) is not None and uid not in remove_ids:
+                    remove_ids.append(uid)  # a re-join: the old leaf goes in the same commit
+            else:
+                uid = add
+                self.sessions[uid] = self._new_session(uid)
+                key_packages.append(self.sessions[uid].get_serialized_key_package())
+                joiners.append(uid)
+            add_ids.append(uid)
+        leaves = []
+        for uid in remove_ids:
+            leaf = self.leaf_of(uid)
+            if leaf is None:
+                raise ValueError(f"user {uid} is not a member")
+            leaves.append(leaf)
+            if uid in self.sessions and uid not in add_ids:
+                del self.sessions[uid]
+                if uid == self._committer_id:
+                    self._committer_id = next(u for u, s in self.sessions.items() if s.ready)
+        op27 = self.external_sender.proposals(self.group_id, self.epoch, removes=leaves, adds=key_packages)
+        self._pending = Proposal(
+            op27=op27, adds=tuple(add_ids), removes=tuple(remove_ids), joiners=tuple(joiners)
+        )
+        return self._pending
+
+    def commit_pending(self) -> bytes | None:
+        """The committer commits the pending proposals; returns the Welcome (None without adds)."""
+        if self._pending is None:
+            raise ValueError("no pending proposals")
+        return self._commit(self._pending)
+
+    def accept_commit(self, commit: bytes, welcome: bytes | None) -> None:
+        """Another member's commit of the pending proposals won (op 28 from the bot): every
+        in-process member follows it and in-process joiners take its Welcome.
+
+        Raises:
+            ValueError: without pending proposals, or when adds come without a Welcome.
+            Exception: davey's own, when the commit does not apply.
+        """
+        pending = self._pending
+        if pending is None:
+            raise ValueError("no pending proposals")
+        if pending.joiners and welcome is None:
+            raise ValueError("the commit adds in-process members but carries no Welcome")
+        proposals = pending.op27[1:]
+        append = davey.ProposalsOperationType.append
+        for uid, session in self.sessions.items():
+            if uid not in pending.joiners and session.status != davey.SessionStatus.pending:
+                session.process_proposals(append, proposals)
+        for uid, session in self.sessions.items():
+            if uid not in pending.joiners and session.status != davey.SessionStatus.pending:
+                session.process_commit(commit)
+        if welcome is not None:
+            for uid in pending.joiners:
+                self.sessions[uid].process_welcome(welcome)
+        self._settle(pending, commit)
+
+    def _commit(self, pending: Proposal) -> bytes | None:
+        """Have the committer commit the proposals and every ready member follow (op 29)."""
+        proposals = pending.op27[1:]  # davey takes the operation type separately
         append = davey.ProposalsOperationType.append
         result = self.committer.process_proposals(append, proposals)
         if result is None:
             raise RuntimeError("the committer did not commit the external proposals")
         for uid, session in self.sessions.items():
-            if uid != self._committer_id and session.ready:
+            if uid != self._committer_id and uid not in pending.joiners and session.ready:
                 # The voice server sends op 27 to every member; each stores the proposals (and
                 # drafts a commit of its own, discarded here as the server picks the first one to
                 # arrive), else the winning commit fails with MissingProposal.
                 session.process_proposals(append, proposals)
         for uid, session in self.sessions.items():
             # process_commit on the committer merges its own pending commit (davey session.rs).
-            if uid == self._committer_id or session.ready:
+            if uid == self._committer_id or (uid not in pending.joiners and session.ready):
                 session.process_commit(result.commit)
-        self.last_proposals = op27
-        self.last_commit = bytes(result.commit)
         welcome: bytes | None = result.welcome
+        if pending.joiners and welcome is None:
+            raise RuntimeError("the committer produced no welcome for the joiners")
+        for uid in pending.joiners:
+            assert welcome is not None
+            self.sessions[uid].process_welcome(welcome)
+        self._settle(pending, bytes(result.commit))
         return welcome
+
+    def _settle(self, pending: Proposal, commit: bytes) -> None:
+        for uid in pending.removes:
+            self._leaves[self._leaves.index(uid)] = None
+        while self._leaves and self._leaves[-1] is None:
+            self._leaves.pop()
+        for uid in pending.adds:
+            if None in self._leaves:
+                self._leaves[self._leaves.index(None)] = uid
+            else:
+                self._leaves.append(uid)
+        for uid, session in self.sessions.items():
+            own = session.own_leaf_index
+            if session.ready and own is not None and self._leaves[own] != uid:
+                raise RuntimeError(f"leaf model out of step with davey for user {uid}")
+        self.last_proposals = pending.op27
+        self.last_commit = commit
+        self._pending = None

@@ -6,6 +6,8 @@ Bot routes need ``Authorization: Bot <token>`` (a wrong one is 401, which discor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from openab_voice.testing.emulator import payloads
@@ -34,10 +36,18 @@ def require_bot(request: web.Request, token: str) -> None:
 class IdentityApi:
     """``/users/@me``, ``/oauth2/applications/@me``, ``/gateway``, ``/gateway/bot``, commands."""
 
-    def __init__(self, state: GuildState, commands: CommandRegistry, *, token: str) -> None:
+    def __init__(
+        self,
+        state: GuildState,
+        commands: CommandRegistry,
+        *,
+        token: str,
+        gateway_url: Callable[[], str] = lambda: GATEWAY_URL,
+    ) -> None:
         self._state = state
         self._commands = commands
         self._token = token
+        self._gateway_url = gateway_url
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -85,12 +95,12 @@ class IdentityApi:
         )
 
     async def gateway(self, request: web.Request) -> web.Response:
-        return json_response({"url": GATEWAY_URL})
+        return json_response({"url": self._gateway_url()})
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
         require_bot(request, self._token)
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-        return json_response({"url": GATEWAY_URL, "shards": 1, "session_start_limit": limit})
+        return json_response({"url": self._gateway_url(), "shards": 1, "session_start_limit": limit})
 
     def _check_app(self, request: web.Request) -> None:
         require_bot(request, self._token)

@@ -104,16 +104,29 @@ class RtpStream:
         planner: ImpairmentPlanner,
         options: StreamOptions,
         echo: EchoRenderer | None = None,
+        *,
+        lead: float = 0.0,
     ) -> SendReport:
         """Send ``pcm`` (48 kHz stereo s16le) in real time; returns once the last packet left.
 
         With ``echo``, each frame is mixed just in time with the echo of what the bot played.
+        ``lead``: seconds between op 5 and the first packet of this SSRC on ``conn``.
         """
         frames = -(-len(pcm) // DISCORD_FRAME_BYTES)
         total = frames + SILENCE_FRAMES
+        pacer = _Pacer(self, conn, options)
+        if (
+            lead > 0
+            and options.speaking_user is not None
+            and options.send_before_speaking == 0
+            and self.ssrc not in conn.speaking_announced
+        ):
+            # Discord relays SPEAKING ahead of the media: a client that handles a packet before the
+            # op 5 mapping its SSRC drops it (@discordjs/voice does).
+            await pacer.announce()
+            await self.sleep_until(self._clock.monotonic() + lead)
         start = self._clock.monotonic()
         self._advance_timestamp_over_pause(start)
-        pacer = _Pacer(self, conn, options)
         held: _Queued | None = None
         dropped = reordered = 0
         for i in range(total):
@@ -215,6 +228,7 @@ class _Pacer:
         if self._announced or self._conn.closed.is_set():
             return
         self._announced = True
+        self._conn.speaking_announced.add(self._stream.ssrc)
         user = self._options.speaking_user
         await self._conn.send_json(
             OP_SPEAKING, {"user_id": str(user), "ssrc": self._stream.ssrc, "speaking": 1}

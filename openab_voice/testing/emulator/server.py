@@ -12,6 +12,7 @@ import logging
 import random
 import socket
 import ssl
+import struct
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -26,7 +27,7 @@ from openab_voice.testing.emulator.bot_audio import BotAudioSink
 from openab_voice.testing.emulator.channels import ChannelApi
 from openab_voice.testing.emulator.commands import CommandRegistry
 from openab_voice.testing.emulator.config import EmulatorConfig
-from openab_voice.testing.emulator.gateway import INTENT_GUILD_MEMBERS, GatewayHub
+from openab_voice.testing.emulator.gateway import GATEWAY_URL, INTENT_GUILD_MEMBERS, GatewayHub
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner
 from openab_voice.testing.emulator.interactions import Interaction, InteractionRegistry
 from openab_voice.testing.emulator.models import GuildIds, GuildState, Snowflakes
@@ -36,11 +37,11 @@ from openab_voice.testing.emulator.rest import IdentityApi
 from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, StreamOptions
 from openab_voice.testing.emulator.speakers import FakeSpeaker
 from openab_voice.testing.emulator.user_actions import UserActions
-from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
+from openab_voice.testing.emulator.voice_connection import OP_MLS_ANNOUNCE_COMMIT, VoiceSessionInfo
 from openab_voice.testing.emulator.voice_gateway import VoiceGateway
 from openab_voice.testing.emulator.voice_room import VoiceRoom
 from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
-from openab_voice.testing.emulator.waiting import HangGuard
+from openab_voice.testing.emulator.waiting import HangGuard, wait_any
 from openab_voice.testing.emulator.webhooks import WebhookApi
 from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
 
@@ -97,8 +98,20 @@ class DiscordEmulator:
             allocate_ssrc=self._allocate_ssrc,
             recorder_id=self.recorder_user_id,
         )
-        self._hub = GatewayHub(self._state, token=config.token, on_voice_state=self._on_voice_state)
-        self._room = VoiceRoom(self._state, self._hub, self._voice, self._udp)
+        self._hub = GatewayHub(
+            self._state,
+            token=config.token,
+            on_voice_state=self._on_voice_state,
+            gateway_url=self._gateway_url,
+        )
+        self._room = VoiceRoom(
+            self._state,
+            self._hub,
+            self._voice,
+            self._udp,
+            client_commits=config.client_commits,
+            commit_wait_s=config.commit_wait_s,
+        )
         self._actions = UserActions(self._state, self._commands, self._interactions, self._hub)
         self._speakers: dict[int, FakeSpeaker] = {}
         self._unmapped: dict[int, RtpStream] = {}
@@ -123,14 +136,20 @@ class DiscordEmulator:
             self._material = certs.generate_certificate()
             server_ctx = certs.server_ssl_context(self._material)
             api = web.Application(middlewares=[discord_errors])
-            api.add_routes(IdentityApi(self._state, self._commands, token=self.token).routes())
+            api.add_routes(
+                IdentityApi(
+                    self._state, self._commands, token=self.token, gateway_url=self._gateway_url
+                ).routes()
+            )
             api.add_routes(ChannelApi(self._state, self._hub, token=self.token).routes())
             api.add_routes(WebhookApi(self._state, self._interactions, self._hub).routes())
             api.add_routes([web.get("/", self._hub.handle), web.get("/gateway", self._hub.handle)])
             voice = web.Application(middlewares=[discord_errors])
             voice.add_routes([web.get("/", self._voice.handle)])
             self._api_port = await self._serve(api, server_ctx)
-            self._room.voice_port = await self._serve(voice, server_ctx)
+            # Two voice servers: the second is where move_voice_server() sends the bot.
+            self._room.voice_ports = [await self._serve(voice, server_ctx) for _ in range(2)]
+            self._room.voice_port = self._room.voice_ports[0]
             await self._udp.start()
         except BaseException:
             await self.aclose()
@@ -172,6 +191,11 @@ class DiscordEmulator:
     ) -> None:
         await self.aclose()
 
+    def _gateway_url(self) -> str:
+        if self.config.advertise_loopback and self._api_port:
+            return f"wss://127.0.0.1:{self._api_port}"
+        return GATEWAY_URL
+
     def _require_running(self) -> None:
         if self._phase != "running":
             raise EmulatorError(f"the emulator is {self._phase}", code="EMULATOR_STATE")
@@ -197,6 +221,13 @@ class DiscordEmulator:
         self._require_running()
         assert self._material is not None
         return certs.client_ssl_context(self._material)
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The emulator CA certificate (PEM) a client must trust, e.g. ``NODE_EXTRA_CA_CERTS``."""
+        self._require_running()
+        assert self._material is not None
+        return self._material.ca_pem
 
     @property
     def api_port(self) -> int:
@@ -241,6 +272,7 @@ class DiscordEmulator:
             impairments=self.config.impairments(),
             seed=self.config.seed * 1_000_003 + user_id,
             rtp_start=(self._rng.randrange(0x10000), self._rng.randrange(0x100000000)),
+            speaking_lead=self.config.speaking_lead_ms / 1000.0,
         )
         self._speakers[user_id] = speaker
         if self._phase == "running" and self._hub.connected:
@@ -296,6 +328,111 @@ class DiscordEmulator:
         async with HangGuard(timeout, "the bot did not finish joining voice"):
             conn = await self._voice.wait_ready()
         return conn.info()
+
+    # --- voice session life: closes, resumes, moves, outages, DAVE faults -------------------------
+
+    async def close_voice(self, code: int = 4015, reason: str = "") -> None:
+        """Close the bot's voice websocket with a Discord close code.
+
+        4015 (voice server crashed) keeps the session for a RESUME (op 7: replayed messages after
+        ``seq_ack``, then op 9); 4006 (session no longer valid), 4014 (disconnected) and any other
+        code end it, so the client must identify again (4014 without a later VOICE_SERVER_UPDATE
+        means it is out of the call).
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` without an open voice websocket.
+        """
+        self._require_running()
+        if not 4000 <= code <= 4999:
+            raise EmulatorError(f"not a Discord close code: {code}", code="EMULATOR_BAD_INVOCATION")
+        await self._voice.force_close(code, reason)
+
+    async def wait_voice_resumed(self, resumes: int = 1, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
+        """Wait until the bot has resumed its voice session ``resumes`` times in all.
+
+        Raises:
+            EmulatorError: ``EMULATOR_TIMEOUT``.
+        """
+        async with HangGuard(timeout, f"the bot did not resume its voice session ({resumes})"):
+            while True:
+                conn = await self._voice.wait_attached()
+                if self._voice.resumes >= resumes and conn.attached:
+                    return conn.info()
+                await self._voice.wait_changed()
+
+    def move_voice_server(self) -> int:
+        """Move the call to the emulator's other voice server (VOICE_SERVER_UPDATE mid-call with a
+        new token and endpoint); returns the new endpoint's port. The client must identify there:
+        new SSRC, key and, with DAVE, group.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when the bot is not in voice.
+        """
+        self._require_running()
+        return self._room.move_server()
+
+    async def udp_blackout(self, seconds: float) -> None:
+        """Drop every voice datagram, both ways, for ``seconds`` on the emulator's clock; returns
+        when the outage ends. ``voice_stats()['udp_blackout_dropped']`` counts what was lost."""
+        self._require_running()
+        if seconds < 0:
+            raise EmulatorError("seconds must not be negative", code="EMULATOR_BAD_INVOCATION")
+        self._udp.blackout = True
+        try:
+            await self._clock.sleep(seconds)
+        finally:
+            self._udp.blackout = False
+
+    async def dave_send_invalid_commit(self) -> int:
+        """Announce a commit transition (op 29) no client can process: the bot must report it with
+        op 31 and re-join the group with a new key package (its old leaf is removed). Returns the
+        transition id.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` / ``EMULATOR_BAD_INVOCATION`` without a DAVE call.
+        """
+        conn = await self._room.ready_connection()
+        if conn.dave is None:
+            raise EmulatorError("DAVE is off for this call", code="EMULATOR_BAD_INVOCATION")
+        transition = conn.dave.invalid_commit()
+        conn.dave_synced.clear()
+        await conn.send_binary(
+            OP_MLS_ANNOUNCE_COMMIT, struct.pack(">H", transition.transition_id) + transition.commit
+        )
+        return transition.transition_id
+
+    async def wait_dave_synced(self, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
+        """Wait until the bot holds the DAVE group's current epoch (after a re-join, say).
+
+        Raises:
+            EmulatorError: ``EMULATOR_TIMEOUT``; ``EMULATOR_NOT_CONNECTED``.
+        """
+        conn = await self._room.ready_connection()
+        async with HangGuard(timeout, "the bot did not re-join the DAVE group"):
+            await wait_any(conn.dave_synced, conn.closed)
+        return conn.info()
+
+    def dave_members(self) -> list[int]:
+        """User ids in the emulator's view of the DAVE group, by leaf (empty with DAVE off)."""
+        conn = self._voice.active
+        return [] if conn is None or conn.dave is None else conn.dave.group.members
+
+    def voice_stats(self) -> dict[str, Any]:
+        """Counters of the voice side: closes ``[(code, resumable)]``, resumes, failed resumes,
+        replayed messages, op 31 reports, client commits won / recorder commits, blackout drops."""
+        conn = self._voice.active
+        return {
+            "closes": list(self._voice.closes),
+            "resumes": self._voice.resumes,
+            "failed_resumes": self._voice.failed_resumes,
+            "replayed": 0 if conn is None else conn.replayed,
+            "invalid_reports": list(self._voice.invalid_reports),
+            "client_commits_won": self._room.client_commits_won,
+            "recorder_commits": self._room.recorder_commits,
+            "ignored_commits": 0 if conn is None else conn.ignored_commits,
+            "udp_blackout_dropped": dict(self._udp.blackout_dropped),
+            "endpoint_port": self._room.endpoint_port or self._room.voice_port,
+        }
 
     def bot_audio_pcm(self) -> bytes:
         """Everything the bot played so far, decoded: 48 kHz stereo s16le (``bot_audio.pcm()``)."""

@@ -54,8 +54,10 @@ class FakeSpeaker:
         impairments: Impairments,
         seed: int,
         rtp_start: tuple[int, int],
+        speaking_lead: float = 0.0,
     ) -> None:
         self._host = host
+        self._speaking_lead = speaking_lead
         self._room = room
         self.user_id = user_id
         self.name = name
@@ -177,4 +179,4 @@ class FakeSpeaker:
             # One reproducible random stream per (emulator seed, user, utterance).
             planner = ImpairmentPlanner(impairments, seed=self._seed * 1_000_003 + self._utterances)
             renderer = EchoRenderer(self._room, echo) if echo is not None else None
-            return await self._rtp.stream(conn, pcm, planner, options, renderer)
+            return await self._rtp.stream(conn, pcm, planner, options, renderer, lead=self._speaking_lead)

@@ -1,8 +1,13 @@
 """The voice gateway (``wss://127.0.0.1:<port>/?v=8``): handshake, heartbeats, SPEAKING and DAVE ops.
 
 Client binary frames are ``u8 opcode || payload`` (notes §3). The bot's op order is ``0, 1, 5`` with
-DAVE off and ``0, 1, 5, 26, 23`` with DAVE on. The state of each connection lives in
-:mod:`voice_connection`.
+DAVE off and ``0, 1, 5, 26, 23`` with DAVE on. The state of each session lives in
+:mod:`voice_connection`; a session survives a resumable close of its websocket and is picked up
+again by RESUME (op 7) on a new one (``docs/discord-voice-protocol.md``).
+
+DAVE op 31 (invalid commit or welcome) is accepted as JSON ``{"transition_id": n}``, as discord.py
+and discord.js send it, and as binary ``u8 31 || >H transition_id``; the connection stays up and the
+client's next key package replaces its old leaf.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from openab_voice.testing.emulator.voice_connection import (
     OP_HEARTBEAT_ACK,
     OP_HELLO,
     OP_IDENTIFY,
+    OP_MLS_COMMIT_WELCOME,
     OP_MLS_EXTERNAL_SENDER,
     OP_MLS_INVALID,
     OP_MLS_KEY_PACKAGE,
@@ -49,22 +55,33 @@ from openab_voice.testing.emulator.voice_connection import (
     OP_SELECT_PROTOCOL,
     OP_SESSION_DESCRIPTION,
     OP_SPEAKING,
+    RESUMABLE_SERVER_CLOSES,
     VoiceConnection,
     VoiceCredentials,
 )
 from openab_voice.testing.emulator.voice_udp import VoiceUdpServer
 from openab_voice.testing.emulator.wire import (
     GatewayFrame,
+    InvalidCommitData,
     SelectProtocolData,
     SpeakingData,
     TransitionReadyData,
     VoiceHeartbeatData,
     VoiceIdentifyData,
+    VoiceResumeData,
     WireError,
     parse,
 )
 
 log = logging.getLogger(__name__)
+
+
+class _Socket:
+    """One voice websocket and the session it serves (replaced by the resumed one on op 7)."""
+
+    def __init__(self, ws: web.WebSocketResponse, conn: VoiceConnection) -> None:
+        self.ws = ws
+        self.conn = conn
 
 
 class VoiceGateway:
@@ -74,8 +91,14 @@ class VoiceGateway:
         state: the guild.
         config: the emulator settings (modes offered, DAVE on or off).
         udp: the voice UDP server (its port goes into READY).
-        allocate_ssrc: returns a fresh SSRC for each connection.
+        allocate_ssrc: returns a fresh SSRC for each session.
         recorder_id: the hidden DAVE member the emulator listens as.
+
+    Attributes:
+        active: the bot's current session (also while its websocket is down and resumable).
+        closes: every close of a session websocket, ``(code, resumable)``, oldest first.
+        resumes: successful RESUMEs; ``failed_resumes``: RESUMEs answered 4006.
+        invalid_reports: transition ids the bot reported with op 31.
     """
 
     def __init__(
@@ -94,19 +117,27 @@ class VoiceGateway:
         self._recorder_id = recorder_id
         self._expected: VoiceCredentials | None = None
         self._connections: set[VoiceConnection] = set()
+        self._forced: dict[web.WebSocketResponse, int] = {}
         self.active: VoiceConnection | None = None
+        self.closes: list[tuple[int, bool]] = []
+        self.resumes = 0
+        self.failed_resumes = 0
+        self.invalid_reports: list[int] = []
         self._changed = asyncio.Condition()
 
     def expect(self, credentials: VoiceCredentials | None) -> None:
         """Accept IDENTIFY with these credentials from now on (``None``: the bot left voice)."""
         self._expected = credentials
         if credentials is None and self.active is not None:
-            self.active.closed.set()  # media stops now; discord.py closes the socket itself
-            self.active = None
+            self._end(self.active)  # media stops now; discord.py closes the socket itself
+
+    @property
+    def expected(self) -> VoiceCredentials | None:
+        return self._expected
 
     def connection_for_ssrc(self, ssrc: int) -> VoiceConnection | None:
         for conn in self._connections:
-            if conn.ssrc == ssrc and conn.cipher is not None:
+            if conn.ssrc == ssrc and conn.cipher is not None and not conn.closed.is_set():
                 return conn
         return None
 
@@ -121,48 +152,98 @@ class VoiceGateway:
             assert self.active is not None
             return self.active
 
+    async def wait_attached(self) -> VoiceConnection:
+        """The active session once a websocket serves it (after a RESUME, say); no timeout."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.active is not None and self.active.attached)
+            assert self.active is not None
+            return self.active
+
+    async def force_close(self, code: int, reason: str = "") -> VoiceConnection:
+        """Close the bot's voice websocket with ``code`` (4015: resumable; others end the session).
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when no websocket serves the bot.
+        """
+        conn = self.active
+        if conn is None or conn.ws is None or conn.ws.closed:
+            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
+        ws = conn.ws
+        self._forced[ws] = code
+        if code not in RESUMABLE_SERVER_CLOSES:
+            self._end(conn)
+        await ws.close(code=code, message=(reason or f"emulator close {code}").encode())
+        return conn
+
     async def aclose(self) -> None:
         for conn in list(self._connections):
             conn.closed.set()
-            if not conn.ws.closed:
+            if conn.ws is not None and not conn.ws.closed:
                 await conn.ws.close(code=1001, message=b"emulator shutting down")
 
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
 
+    async def wait_changed(self) -> None:
+        """Until the next session change (a socket ended, a resume, a transition)."""
+        async with self._changed:
+            await self._changed.wait()
+
+    def _end(self, conn: VoiceConnection) -> None:
+        conn.closed.set()
+        self._connections.discard(conn)
+        if self.active is conn:
+            self.active = None
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """aiohttp handler for the voice websocket."""
         ws = web.WebSocketResponse(max_msg_size=0)
         await ws.prepare(request)
-        conn = VoiceConnection(ws, ssrc=self._allocate_ssrc())
-        self._connections.add(conn)
-        await conn.send_json(OP_HELLO, {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}, numbered=False)
+        sock = _Socket(ws, VoiceConnection(ws))
+        await sock.conn.send_json(OP_HELLO, {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}, numbered=False)
         close: tuple[int, str] | None = None
         try:
             async for msg in ws:
                 try:
                     if msg.type is WSMsgType.TEXT:
-                        close = await self._on_text(conn, msg.data)
+                        close = await self._on_text(sock, msg.data)
                     elif msg.type is WSMsgType.BINARY:
-                        close = await self._on_binary(conn, msg.data)
+                        close = await self._on_binary(sock.conn, msg.data)
                 except Exception:  # the emulator's own bug: report it, end this session cleanly
                     log.exception("emulator voice gateway failed on a %s frame", msg.type.name)
                     close = CLOSE_UNKNOWN_ERROR, "Unknown error."
                 if close is not None:
                     break
         finally:
-            conn.closed.set()
-            self._connections.discard(conn)
-            if self.active is conn:
-                self.active = None
-            if not ws.closed:
-                code, reason = close or (1000, "")
-                await ws.close(code=code, message=reason.encode())
-            await self._notify()
+            await self._socket_ended(sock, close)
         return ws
 
-    async def _on_text(self, conn: VoiceConnection, text: str) -> tuple[int, str] | None:
+    async def _socket_ended(self, sock: _Socket, close: tuple[int, str] | None) -> None:
+        ws, conn = sock.ws, sock.conn
+        forced = self._forced.pop(ws, None)
+        if close is not None and not ws.closed:
+            await ws.close(code=close[0], message=close[1].encode())
+        if conn.ws is ws:  # else a RESUME already moved the session to a newer websocket
+            code = forced if forced is not None else (close[0] if close else (ws.close_code or 1006))
+            resumable = (
+                conn.cipher is not None
+                and not conn.closed.is_set()
+                and close is None
+                and (forced in RESUMABLE_SERVER_CLOSES if forced is not None else code not in (1000, 1001))
+                and (forced is not None or code < 4000)
+            )
+            self.closes.append((code, resumable))
+            if resumable:
+                conn.detach()
+            else:
+                self._end(conn)
+            if not ws.closed:
+                await ws.close(code=1000)
+        await self._notify()
+
+    async def _on_text(self, sock: _Socket, text: str) -> tuple[int, str] | None:
+        conn = sock.conn
         try:
             frame = parse(GatewayFrame, json.loads(text), what="voice frame")
         except (json.JSONDecodeError, WireError):
@@ -171,11 +252,12 @@ class VoiceGateway:
         try:
             if op == OP_HEARTBEAT:
                 beat = parse(VoiceHeartbeatData, data, what="heartbeat")
+                conn.client_seq_ack = beat.get("seq_ack", conn.client_seq_ack)
                 await conn.send_json(OP_HEARTBEAT_ACK, {"t": beat["t"]}, numbered=False)
             elif op == OP_IDENTIFY:
                 return await self._identify(conn, parse(VoiceIdentifyData, data, what="voice identify"))
             elif op == OP_RESUME:
-                return CLOSE_SESSION_INVALID, "Session no longer valid."  # resume is not emulated
+                return await self._resume(sock, parse(VoiceResumeData, data, what="voice resume"))
             elif conn.credentials is None:
                 return CLOSE_NOT_AUTHENTICATED, "Not authenticated."
             elif op == OP_SELECT_PROTOCOL:
@@ -186,10 +268,44 @@ class VoiceGateway:
                 conn.bot_speaking = parse(SpeakingData, data, what="speaking")["speaking"]
             elif op == OP_DAVE_READY:
                 await self._transition_ready(conn, parse(TransitionReadyData, data, what="transition ready"))
+            elif op == OP_MLS_INVALID:
+                await self._invalid_commit(
+                    conn, parse(InvalidCommitData, data, what="invalid commit")["transition_id"]
+                )
             elif op != OP_CLIENT_CONNECT:
                 return CLOSE_UNKNOWN_OPCODE, "Unknown opcode."
         except WireError:
             return CLOSE_DECODE_ERROR, "Failed to decode payload."
+        return None
+
+    async def _resume(self, sock: _Socket, data: VoiceResumeData) -> tuple[int, str] | None:
+        if sock.conn.credentials is not None:
+            return CLOSE_ALREADY_AUTHENTICATED, "Already authenticated."
+        conn = self.active
+        if (
+            conn is None
+            or conn.closed.is_set()
+            or conn.credentials is None
+            or conn.cipher is None
+            or data["server_id"] != self._state.ids.guild_id
+            or data["session_id"] != conn.credentials.session_id
+            or data["token"] != conn.credentials.token
+        ):
+            self.failed_resumes += 1
+            return CLOSE_SESSION_INVALID, "Session no longer valid."
+        old = conn.ws
+        if old is not None and not old.closed:
+            # The client saw a drop this side did not: the old socket is dead to it.
+            self._forced[old] = CLOSE_SESSION_INVALID
+            conn.detach()
+            await old.close(code=1000)
+        if not await conn.resume(sock.ws, data.get("seq_ack", -1)):
+            self.failed_resumes += 1
+            self._end(conn)
+            return CLOSE_SESSION_INVALID, "Session no longer valid."
+        sock.conn = conn
+        self.resumes += 1
+        await self._notify()
         return None
 
     async def _identify(self, conn: VoiceConnection, data: VoiceIdentifyData) -> tuple[int, str] | None:
@@ -205,6 +321,8 @@ class VoiceGateway:
         ):
             return CLOSE_AUTH_FAILED, "Authentication failed."
         conn.credentials = expected
+        conn.ssrc = self._allocate_ssrc()
+        self._connections.add(conn)
         conn.max_dave_version = data.get("max_dave_protocol_version", 0)
         ready = {
             "ssrc": conn.ssrc,
@@ -243,7 +361,7 @@ class VoiceGateway:
         for member in members:
             conn.member_event(member).set()
         if self.active is not None and self.active is not conn:
-            self.active.closed.set()
+            self._end(self.active)
         self.active = conn
         description = {
             "mode": mode,
@@ -257,8 +375,11 @@ class VoiceGateway:
         await conn.send_json(OP_SESSION_DESCRIPTION, description)
         if conn.dave is not None:
             await conn.send_binary(OP_MLS_EXTERNAL_SENDER, conn.dave.external_sender())
-        if members:
-            await conn.send_json(OP_CLIENTS_CONNECT, {"user_ids": [str(m) for m in members]})
+        # Every MLS member is a connected client, the recorder included (discord.js rejects a
+        # proposal that adds a user it was never told about).
+        clients = [*members, self._recorder_id] if conn.dave is not None else members
+        if clients:
+            await conn.send_json(OP_CLIENTS_CONNECT, {"user_ids": [str(m) for m in clients]})
         if conn.dave is None:
             conn.ready.set()
             await self._notify()
@@ -270,9 +391,23 @@ class VoiceGateway:
             return  # unknown or repeated ids are ignored, as a server would
         await conn.send_json(OP_DAVE_EXECUTE, {"transition_id": transition})
         conn.mark_executed(transition)
-        if conn.dave.bot_joined and not conn.ready.is_set():
-            conn.ready.set()
+        if conn.dave.bot_joined:
+            conn.dave_synced.set()
+            if not conn.ready.is_set():
+                conn.ready.set()
             await self._notify()
+
+    async def _invalid_commit(self, conn: VoiceConnection, transition_id: int) -> None:
+        """op 31: the bot could not process a commit or welcome. It re-initialises and sends a new
+        key package (discord.py ``_recover_from_invalid_commit``, @discordjs/voice
+        ``recoverFromInvalidTransition``); the connection stays up."""
+        log.info("the bot rejected DAVE transition %s (op 31)", transition_id)
+        self.invalid_reports.append(transition_id)
+        if conn.dave is None:
+            return
+        conn.dave.bot_invalidated(transition_id)
+        conn.dave_synced.clear()
+        conn.mark_executed(transition_id)  # nobody waits for this transition any longer
 
     async def _on_binary(self, conn: VoiceConnection, data: bytes) -> tuple[int, str] | None:
         if not data:
@@ -283,6 +418,7 @@ class VoiceGateway:
         if conn.dave is None:
             return None  # DAVE is off for this call: binary ops mean nothing
         if op == OP_MLS_KEY_PACKAGE:
+            conn.dave_synced.clear()
             try:
                 transition, welcome = conn.dave.welcome_bot(payload)
             except EmulatorError:
@@ -290,6 +426,11 @@ class VoiceGateway:
                 return None
             await conn.send_binary(OP_MLS_WELCOME, struct.pack(">H", transition) + welcome)
         elif op == OP_MLS_INVALID:
-            log.warning("the bot rejected a DAVE commit/welcome: %s", payload.hex())
-        # op 28 (the bot's own commit): the emulator's committer always wins, so it is dropped.
+            if len(payload) < 2:
+                return CLOSE_DECODE_ERROR, "Failed to decode payload."
+            await self._invalid_commit(conn, struct.unpack_from(">H", payload)[0])
+        elif op == OP_MLS_COMMIT_WELCOME:
+            # Wins only when proposals wait for a client commit (client_commits); else the
+            # recorder already committed and this one lost the race, as on Discord.
+            conn.deliver_commit(payload)
         return None

@@ -2,7 +2,13 @@
 
 A membership change is announced the way Discord does: a main-gateway VOICE_STATE_UPDATE, then on
 the bot's voice websocket op 11 (join) or op 13 (leave) and, with DAVE on, the MLS commit that adds
-or removes the user (op 27 + op 29, confirmed by the bot's op 23 and executed with op 22).
+or removes the user (op 27 + op 29, confirmed by the bot's op 23 and executed with op 22). With
+``client_commits`` the bot's own op 28 commit of those proposals wins when it comes in time.
+
+The bot's voice session id and token stay the same while it stays in the channel: a repeated op 4
+for the channel it is in (discord.py sends one before resuming after 4015) is answered with the
+same VOICE_STATE_UPDATE / VOICE_SERVER_UPDATE, so a RESUME with them is accepted. A voice server
+move (:meth:`VoiceRoom.move_server`) sends a new token and another endpoint.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ import secrets
 
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import payloads
+from openab_voice.testing.emulator.dave_peer import CommitTransition
 from openab_voice.testing.emulator.gateway import INTENT_GUILD_VOICE_STATES, GatewayHub
 from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.voice_connection import (
     OP_CLIENT_DISCONNECT,
     OP_CLIENTS_CONNECT,
+    OP_MLS_PROPOSALS,
     VoiceConnection,
     VoiceCredentials,
 )
@@ -48,13 +56,22 @@ class VoiceRoom:
         udp: VoiceUdpServer,
         *,
         timeout: float = 10.0,
+        client_commits: bool = False,
+        commit_wait_s: float = 2.0,
     ) -> None:
         self._state = state
         self._hub = hub
         self._voice = voice
         self._udp = udp
         self._timeout = timeout
+        self._client_commits = client_commits
+        self._commit_wait_s = commit_wait_s
         self.voice_port = 0
+        # Every voice TLS port this emulator serves; a server move advertises the next one.
+        self.voice_ports: list[int] = []
+        self.endpoint_port = 0
+        self.client_commits_won = 0
+        self.recorder_commits = 0
 
     # --- the bot --------------------------------------------------------------------------------
 
@@ -82,16 +99,53 @@ class VoiceRoom:
                 state.ids.voice_channel_id,
             )
             return
-        session_id, token = secrets.token_hex(16), secrets.token_hex(16)
-        bot = state.set_voice(bot_id, in_voice=True, session_id=session_id)
-        self._voice.expect(VoiceCredentials(user_id=bot_id, session_id=session_id, token=token))
+        expected = self._voice.expected
+        if expected is not None and state.user(bot_id).in_voice:
+            credentials = expected  # already in this channel: same session, same voice server
+        else:
+            credentials = VoiceCredentials(
+                user_id=bot_id, session_id=secrets.token_hex(16), token=secrets.token_hex(16)
+            )
+            self.endpoint_port = self.voice_port
+        bot = state.set_voice(bot_id, in_voice=True, session_id=credentials.session_id)
+        self._voice.expect(credentials)
         self._hub.dispatch(
             "VOICE_STATE_UPDATE", payloads.voice_state_payload(state, bot, channel_id=channel_id)
         )
+        self._dispatch_server_update(credentials.token)
+
+    def _dispatch_server_update(self, token: str) -> None:
         self._hub.dispatch(
             "VOICE_SERVER_UPDATE",
-            {"token": token, "guild_id": str(state.ids.guild_id), "endpoint": f"127.0.0.1:{self.voice_port}"},
+            {
+                "token": token,
+                "guild_id": str(self._state.ids.guild_id),
+                "endpoint": f"127.0.0.1:{self.endpoint_port or self.voice_port}",
+            },
         )
+
+    def move_server(self) -> int:
+        """The call moves to another voice server: VOICE_SERVER_UPDATE with a new token and the
+        other endpoint. The bot must identify there afresh (new SSRC, key and DAVE group).
+
+        Returns:
+            The new endpoint's port.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when the bot is not in voice.
+        """
+        expected = self._voice.expected
+        if expected is None:
+            raise EmulatorError("the bot is not in the voice channel", code="EMULATOR_NOT_CONNECTED")
+        current = self.endpoint_port or self.voice_port
+        others = [p for p in self.voice_ports if p != current] or [current]
+        self.endpoint_port = others[0]
+        moved = VoiceCredentials(
+            user_id=expected.user_id, session_id=expected.session_id, token=secrets.token_hex(16)
+        )
+        self._voice.expect(moved)
+        self._dispatch_server_update(moved.token)
+        return self.endpoint_port
 
     # --- SpeakerHost ----------------------------------------------------------------------------
 
@@ -127,6 +181,8 @@ class VoiceRoom:
         if conn.dave is not None:
             async with HangGuard(self._timeout, f"user {user_id} never joined the DAVE group"):
                 await wait_any(conn.member_event(user_id), conn.closed)
+            async with HangGuard(self._timeout, "the bot never caught up with the DAVE group"):
+                await wait_any(conn.dave_synced, conn.closed)
         if not conn.media_ready:
             raise EmulatorError("the bot left the voice channel", code="EMULATOR_NOT_CONNECTED")
         return conn
@@ -166,10 +222,31 @@ class VoiceRoom:
         if conn.dave.is_member(user_id):
             conn.member_event(user_id).set()
             return
-        transition = conn.dave.add_member(user_id)
+        if self._client_commits:
+            transition = await self._client_commit(conn, add=user_id)
+        else:
+            transition = conn.dave.add_member(user_id)
         async with HangGuard(self._timeout, f"the bot did not follow the DAVE add of {user_id}"):
             await conn.follow_commit(transition)
         conn.member_event(user_id).set()
+
+    async def _client_commit(
+        self, conn: VoiceConnection, *, add: int | None = None, remove: int | None = None
+    ) -> CommitTransition:
+        """Send the proposals first; the bot's commit wins if it arrives in time, else the
+        recorder's. Either way the bot then gets op 29 with the winning commit."""
+        assert conn.dave is not None
+        proposal = conn.dave.propose(add=add, remove=remove)
+        waiter = conn.expect_commit()
+        await conn.send_binary(OP_MLS_PROPOSALS, proposal.op27)
+        try:
+            async with HangGuard(self._commit_wait_s, "no commit from the bot"):
+                payload = await waiter
+        except EmulatorError:
+            self.recorder_commits += 1
+            return conn.dave.commit_by_recorder()
+        self.client_commits_won += 1
+        return conn.dave.commit_by_bot(payload)
 
     async def leave_voice(self, user_id: int, *, mls_remove: bool) -> None:
         state = self._state
@@ -188,7 +265,10 @@ class VoiceRoom:
         conn.forget_member(user_id)
         await conn.send_json(OP_CLIENT_DISCONNECT, {"user_id": str(user_id)})
         if conn.dave is not None and mls_remove and conn.ready.is_set():
-            transition = conn.dave.remove_member(user_id)
+            if self._client_commits and conn.dave.is_member(user_id):
+                transition: CommitTransition | None = await self._client_commit(conn, remove=user_id)
+            else:
+                transition = conn.dave.remove_member(user_id)
             if transition is not None:
                 async with HangGuard(self._timeout, f"the bot did not follow the DAVE removal of {user_id}"):
                     await conn.follow_commit(transition)

@@ -58,6 +58,8 @@ class VoiceUdpServer:
     Attributes:
         discovered: the last address that sent IP discovery, per SSRC.
         rtcp_packets: RTCP datagrams received (counted, ignored).
+        blackout: while True, every datagram either way is dropped (a network outage).
+        blackout_dropped: datagrams dropped by blackouts, ``{"in": n, "out": n}``.
     """
 
     def __init__(self, on_media: MediaHandler) -> None:
@@ -65,6 +67,8 @@ class VoiceUdpServer:
         self._transport: asyncio.DatagramTransport | None = None
         self.discovered: dict[int, Address] = {}
         self.rtcp_packets = 0
+        self.blackout = False
+        self.blackout_dropped = {"in": 0, "out": 0}
         self.port = 0
 
     async def start(self) -> int:
@@ -78,6 +82,9 @@ class VoiceUdpServer:
 
     def send(self, data: bytes, address: Address) -> None:
         """Send one datagram from the voice server's port (dropped silently once closed)."""
+        if self.blackout:
+            self.blackout_dropped["out"] += 1
+            return
         if self._transport is not None and not self._transport.is_closing():
             self._transport.sendto(data, address)
 
@@ -87,6 +94,9 @@ class VoiceUdpServer:
             self._transport = None
 
     def _received(self, data: bytes, addr: Address) -> None:
+        if self.blackout:
+            self.blackout_dropped["in"] += 1
+            return
         if len(data) == _DISCOVERY_LEN and struct.unpack_from(">H", data)[0] == _DISCOVERY_REQUEST:
             ssrc = struct.unpack_from(">I", data, 4)[0]
             self.discovered[ssrc] = addr

@@ -89,6 +89,17 @@ class TransitionReadyData(TypedDict):
     transition_id: int
 
 
+class InvalidCommitData(TypedDict):
+    transition_id: int
+
+
+class VoiceResumeData(TypedDict):
+    server_id: int
+    session_id: str
+    token: str
+    seq_ack: NotRequired[int]
+
+
 # --- REST -----------------------------------------------------------------------------------
 
 
