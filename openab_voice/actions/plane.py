@@ -1,7 +1,7 @@
-"""The action plane as one unit the bot owns: store, broker, executor, bound to Discord late.
+"""The action plane as one unit: broker and executor, built together on the bot's ports.
 
-The broker needs the control channel and the voice side, which exist only once the discord.py client
-does; :meth:`ActionPlane.bind` is called by the bot's constructor with both.
+The composition root (:mod:`openab_voice.app`) builds it with the control channel (posting through
+the Discord client) and the voice side (the joined sessions); it is never half-built.
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ from openab_voice.store.jobs import JobStore
 
 
 class ActionPlane:
-    """Owns the broker and the executor of this process.
-
-    Args:
-        channel_id: the configured control text channel (None: where ``/voice join`` was used).
-    """
+    """Owns the broker and the executor of this process (and closes them; the store is the caller's)."""
 
     def __init__(
         self,
@@ -31,55 +27,44 @@ class ActionPlane:
         workspaces: WorkspaceManager,
         broker: BrokerSettings,
         agent: AgentSettings,
+        channel: ControlChannel,
+        voice: VoiceSide,
         bus: EventBus,
         clock: Clock,
-        channel_id: int | None = None,
     ) -> None:
-        self.store = store
-        self.channel_id = channel_id
+        self._store = store
         self._workspaces = workspaces
-        self._broker_settings = broker
-        self._agent = agent
-        self._bus = bus
-        self._clock = clock
-        self._broker: ActionBroker | None = None
-        self._executor: ActionExecutor | None = None
-
-    def bind(self, *, channel: ControlChannel, voice: VoiceSide) -> None:
-        """Create the executor and broker on the bot's Discord ports. Once."""
-        if self._broker is not None:
-            raise RuntimeError("the action plane is already bound")
         self._executor = ActionExecutor(
-            store=self.store,
-            workspaces=self._workspaces,
+            store=store,
+            workspaces=workspaces,
             channel=channel,
             voice=voice,
-            agent=self._agent,
-            bus=self._bus,
-            clock=self._clock,
+            agent=agent,
+            bus=bus,
+            clock=clock,
         )
         self._broker = ActionBroker(
-            store=self.store,
+            store=store,
             channel=channel,
             voice=voice,
-            settings=self._broker_settings,
-            bus=self._bus,
-            clock=self._clock,
+            settings=broker,
+            bus=bus,
+            clock=clock,
             on_confirmed=self._executor.launch,
             on_cancel=self._executor.cancel,
             on_reconcile=self._executor.lift_quarantine,
         )
 
     @property
+    def store(self) -> JobStore:
+        return self._store
+
+    @property
     def broker(self) -> ActionBroker:
-        if self._broker is None:
-            raise RuntimeError("the action plane is not bound to a bot yet")
         return self._broker
 
     @property
     def executor(self) -> ActionExecutor:
-        if self._executor is None:
-            raise RuntimeError("the action plane is not bound to a bot yet")
         return self._executor
 
     async def start(self) -> None:
@@ -92,7 +77,5 @@ class ActionPlane:
                     self._workspaces.quarantine(workspace, "process restarted while the action was running")
 
     async def aclose(self) -> None:
-        if self._broker is not None:
-            await self._broker.aclose()
-        if self._executor is not None:
-            await self._executor.aclose()
+        await self._broker.aclose()
+        await self._executor.aclose()

@@ -40,7 +40,7 @@ from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.actions.requests import ActionRequest
-from openab_voice.app import build_action_plane
+from openab_voice.app import build_action_parts
 from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock, perf_ns
@@ -109,8 +109,8 @@ async def _bot_trials(trials: int, data_dir: Path, race_trials: int) -> dict[str
         acp_agent_command=shlex.join([sys.executable, "-m", "openab_voice.testing.acp_agent"]),
         data_dir=data_dir,
     )
-    plane = build_action_plane(settings, bus=bus, clock=clock)
-    assert plane is not None
+    parts = build_action_parts(settings, clock=clock)
+    assert parts is not None
     spawned: dict[str, float] = {}
     sub = bus.subscribe(AgentProcessStarted, lambda e: spawned.__setitem__(e.action_id, e.at))
     to_pin: list[float] = []
@@ -123,8 +123,10 @@ async def _bot_trials(trials: int, data_dir: Path, race_trials: int) -> dict[str
             users={OPERATOR: "operator"},
             clock=clock,
             bus=bus,
-            actions=plane,
+            actions=parts,
         ) as h:
+            plane = h.actions
+            assert plane is not None
             for trial in range(trials):
                 request = ActionRequest(
                     goal=f"write the benchmark note number {trial}",
@@ -155,7 +157,7 @@ async def _bot_trials(trials: int, data_dir: Path, race_trials: int) -> dict[str
             race = await _cancel_race(h, plane, clock, race_trials)
     finally:
         sub.close()
-        plane.store.close()
+        parts.store.close()
     return {
         "proposal_to_pin_ms": summary(to_pin),
         "confirm_to_spawn_ms": summary(to_spawn),

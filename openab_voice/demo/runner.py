@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from openab_voice.actions.ports import button_id, parse_button_id
-from openab_voice.app import build_action_plane, build_providers
+from openab_voice.app import build_app
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
@@ -167,13 +167,10 @@ async def run_demo(
     )
     users = {int(s.id): s.name for s in scenario.speakers}
     spoken = await synthesize_lines(scenario)
-    providers = build_providers(settings)
-    actions = build_action_plane(settings, bus=bus, clock=clock)
+    app = build_app(settings, bus=bus, clock=clock)
     tasks: list[asyncio.Task[Any]] = []
     try:
-        async with BotOnEmulator(
-            settings, config, users=users, clock=clock, bus=bus, providers=providers, actions=actions
-        ) as h:
+        async with BotOnEmulator.on(app, config, users=users) as h:
             for spec in scenario.speakers:
                 tasks.append(asyncio.create_task(_speaker_script(h, spec, spoken), name=f"speaker-{spec.id}"))
             for i, event in enumerate(scenario.events):
@@ -182,10 +179,10 @@ async def run_demo(
             if scenario.greeting and playback is not None:
                 tasks.append(asyncio.create_task(playback.play(greeting_pcm()), name="greeting"))
             await h.at(scenario.until)
-            if actions is not None:
+            if h.actions is not None:
                 # A confirmed action still running gets a bounded while to finish and post its result.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(actions.executor.wait_idle(), ACTION_GRACE_S)
+                    await asyncio.wait_for(h.actions.executor.wait_idle(), ACTION_GRACE_S)
             status = await h.command("status")
             if not quiet:
                 print(status)
@@ -207,9 +204,7 @@ async def run_demo(
     finally:
         for task in tasks:
             task.cancel()
-        await providers.aclose()
-        if actions is not None:
-            actions.store.close()
+        await app.aclose()
         scratch.cleanup()
         report.close()
         if reporter is not None:

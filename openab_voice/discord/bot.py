@@ -1,8 +1,10 @@
-"""The discord.py client: intents, the ``/voice`` commands, command sync, clean shutdown."""
+"""The discord.py client: intents, the ``/voice`` commands, command sync, clicks, clean shutdown."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -11,50 +13,54 @@ from discord import app_commands
 
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import parse_button_id
-from openab_voice.bus import EventBus
-from openab_voice.clock import Clock
-from openab_voice.discord.commands import build_voice_group
-from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.discord.service import VoiceService
-from openab_voice.discord.session import SessionOptions
-from openab_voice.engine.bundle import ConversationProviders
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BotParts:
+    """What the client serves: its voice sessions, the ``/voice`` command group and, when actions are
+    on, the action plane. The client owns them from then on: it starts the plane after command sync and
+    closes sessions, then the plane, before it disconnects."""
+
+    voice: VoiceService
+    commands: app_commands.Group
+    actions: ActionPlane | None = None
+
+
 class VoiceBot(discord.Client):
-    """discord.py ``Client`` with the ``/voice`` group and a :class:`VoiceService`."""
+    """discord.py ``Client`` serving the parts the composition root builds around it.
+
+    Args:
+        parts: called once, with this client, to build its parts: the control channel the action
+            plane posts through needs the client, so the client cannot be handed them ready.
+    """
 
     def __init__(
         self,
         *,
-        bus: EventBus,
-        clock: Clock,
-        options: SessionOptions,
-        providers: ConversationProviders | None = None,
-        actions: ActionPlane | None = None,
+        parts: Callable[[discord.Client], BotParts],
         command_guild_id: int | None = None,
         connector: aiohttp.BaseConnector | None = None,
         guild_ready_timeout: float = 2.0,
     ) -> None:
         intents = discord.Intents.default()  # guilds + voice_states; no privileged intents needed
         super().__init__(intents=intents, connector=connector, guild_ready_timeout=guild_ready_timeout)
-        self.bus = bus
-        self.clock = clock
-        self.actions = actions
-        self.voice = VoiceService(
-            bus=bus,
-            clock=clock,
-            options=options,
-            providers=providers,
-            action_channel_id=actions.channel_id if actions is not None else None,
-        )
-        if actions is not None:
-            actions.bind(channel=DiscordControlChannel(self), voice=self.voice)
-            self.voice.broker = actions.broker
+        built = parts(self)
+        self._voice = built.voice
+        self._actions = built.actions
         self.tree = app_commands.CommandTree(self)
-        self.tree.add_command(build_voice_group(self.voice, bus=bus, clock=clock))
+        self.tree.add_command(built.commands)
         self._command_guild_id = command_guild_id
+
+    @property
+    def voice(self) -> VoiceService:
+        return self._voice
+
+    @property
+    def actions(self) -> ActionPlane | None:
+        return self._actions
 
     async def setup_hook(self) -> None:
         if self._command_guild_id is not None:
@@ -64,12 +70,12 @@ class VoiceBot(discord.Client):
         else:
             synced = await self.tree.sync()
         log.info("synced %d application commands", len(synced))
-        if self.actions is not None:
-            await self.actions.start()
+        if self._actions is not None:
+            await self._actions.start()
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Confirm / Reject clicks on proposals (slash commands are the command tree's)."""
-        if interaction.type is not discord.InteractionType.component or self.actions is None:
+        if interaction.type is not discord.InteractionType.component or self._actions is None:
             return
         data: dict[str, Any] = dict(interaction.data or {})
         custom_id = str(data.get("custom_id", ""))
@@ -77,7 +83,7 @@ class VoiceBot(discord.Client):
         if parsed is None:
             return
         decision, action_id = parsed
-        outcome = await self.actions.broker.click(
+        outcome = await self._actions.broker.click(
             decision=decision,
             action_id=action_id,
             user_id=interaction.user.id,
@@ -87,7 +93,7 @@ class VoiceBot(discord.Client):
         await interaction.response.send_message(outcome.message, ephemeral=True)
 
     async def close(self) -> None:
-        await self.voice.aclose()
-        if self.actions is not None:
-            await self.actions.aclose()
+        await self._voice.aclose()
+        if self._actions is not None:
+            await self._actions.aclose()
         await super().close()

@@ -9,6 +9,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from openab_voice.actions.broker import ActionBroker
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import CommandInvoked
 from openab_voice.clock import Clock
@@ -50,8 +51,10 @@ def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -
     return "\n".join(lines)
 
 
-def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> app_commands.Group:
-    """Create the ``/voice`` command group bound to ``service``."""
+def build_voice_group(
+    service: VoiceService, *, broker: ActionBroker | None, bus: EventBus, clock: Clock
+) -> app_commands.Group:
+    """Create the ``/voice`` command group on ``service`` and, when actions are on, ``broker``."""
     group = app_commands.Group(name="voice", description="Voice channel controls", guild_only=True)
 
     def record(interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
@@ -119,7 +122,6 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
     @group.command(name="actions", description="Recent actions and their status")
     async def actions(interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
-        broker = service.broker
         record(interaction, "voice actions", broker is not None)
         if broker is None:
             await interaction.response.send_message(
@@ -132,7 +134,6 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
     @group.command(name="cancel", description="Cancel an action")
     @app_commands.describe(action_id="The action id, e.g. a-1f3c9e2b")
     async def cancel(interaction: discord.Interaction, action_id: str) -> None:
-        broker = service.broker
         if broker is None:
             record(interaction, "voice cancel", False, "actions off")
             await interaction.response.send_message(
@@ -146,7 +147,6 @@ def build_voice_group(service: VoiceService, *, bus: EventBus, clock: Clock) -> 
     @group.command(name="reconcile", description="Free a quarantined workspace after checking it (operator)")
     @app_commands.describe(action_id="The action whose workspace you checked")
     async def reconcile(interaction: discord.Interaction, action_id: str) -> None:
-        broker = service.broker
         if broker is None:
             record(interaction, "voice reconcile", False, "actions off")
             await interaction.response.send_message(

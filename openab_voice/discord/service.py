@@ -4,47 +4,50 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Protocol
 
 import discord
 
-from openab_voice.actions.broker import ActionBroker
-from openab_voice.bus import EventBus
-from openab_voice.clock import Clock
-from openab_voice.discord.session import SessionOptions, VoiceSession
-from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.discord.session import VoiceSession
 from openab_voice.errors import VoiceError
 
 
-class VoiceService:
-    """At most one :class:`VoiceSession` per guild."""
+class SessionFactory(Protocol):
+    """Builds one voice session's parts, ready to connect (the composition root implements it).
 
-    def __init__(
+    Args:
+        channel: the voice channel to join.
+        generation: the session's generation (one more than the last join's).
+        text_channel_id: where the join was asked.
+    """
+
+    def __call__(
         self,
+        channel: discord.VoiceChannel | discord.StageChannel,
         *,
-        bus: EventBus,
-        clock: Clock,
-        options: SessionOptions,
-        providers: ConversationProviders | None = None,
-        action_channel_id: int | None = None,
-    ) -> None:
-        self._providers = providers
-        # Set by the bot once the action plane is bound (it needs this service as its voice side).
-        self.broker: ActionBroker | None = None
-        self._action_channel_id = action_channel_id
-        self._generations = itertools.count(1)
-        self._bus = bus
-        self._clock = clock
-        self._options = options
+        generation: int,
+        text_channel_id: int | None,
+    ) -> VoiceSession: ...
+
+
+class VoiceSessions:
+    """The joined sessions by guild: the voice facts the action plane trusts and the one way it speaks
+    (:class:`~openab_voice.actions.ports.VoiceSide`). Only :class:`VoiceService` adds and removes."""
+
+    def __init__(self) -> None:
         self._sessions: dict[int, VoiceSession] = {}
-        self._lock = asyncio.Lock()
-        self._joined = asyncio.Condition()
 
     def get(self, guild_id: int) -> VoiceSession | None:
         return self._sessions.get(guild_id)
 
-    @property
-    def sessions(self) -> list[VoiceSession]:
+    def all(self) -> list[VoiceSession]:
         return list(self._sessions.values())
+
+    def put(self, session: VoiceSession) -> None:
+        self._sessions[session.channel.guild.id] = session
+
+    def pop(self, guild_id: int) -> VoiceSession | None:
+        return self._sessions.pop(guild_id, None)
 
     def generation(self, guild_id: int) -> int | None:
         """The current voice-session generation of ``guild_id`` (None when not connected)."""
@@ -64,6 +67,29 @@ class VoiceService:
         session = self._sessions.get(guild_id)
         return False if session is None else await session.say(text)
 
+
+class VoiceService:
+    """At most one :class:`VoiceSession` per guild; closes each one it joined.
+
+    Args:
+        sessions: where joined sessions are registered (shared with the action plane, which reads it).
+        factory: builds each new session's parts.
+    """
+
+    def __init__(self, *, sessions: VoiceSessions, factory: SessionFactory) -> None:
+        self._sessions = sessions
+        self._factory = factory
+        self._generations = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._joined = asyncio.Condition()
+
+    def get(self, guild_id: int) -> VoiceSession | None:
+        return self._sessions.get(guild_id)
+
+    @property
+    def sessions(self) -> list[VoiceSession]:
+        return self._sessions.all()
+
     async def join(
         self, channel: discord.VoiceChannel | discord.StageChannel, *, text_channel_id: int | None = None
     ) -> VoiceSession:
@@ -76,27 +102,21 @@ class VoiceService:
         async with self._lock:
             existing = self._sessions.get(channel.guild.id)
             if existing is not None:
-                if existing.channel is not None and existing.channel.id == channel.id:
+                if existing.channel.id == channel.id:
                     return existing
                 await existing.aclose(reason="moved")
-                self._sessions.pop(channel.guild.id, None)
-            session = VoiceSession(
-                bus=self._bus,
-                clock=self._clock,
-                options=self._options,
-                providers=self._providers,
-                generation=next(self._generations),
-                broker=self.broker,
-                text_channel_id=self._action_channel_id or text_channel_id,
+                self._sessions.pop(channel.guild.id)
+            session = self._factory(
+                channel, generation=next(self._generations), text_channel_id=text_channel_id
             )
             try:
-                await session.connect(channel)
+                await session.connect()
             except (TimeoutError, discord.DiscordException, OSError) as exc:
                 await session.aclose(reason="connect_failed")
                 raise VoiceError(
                     f"could not join {channel.name}: {exc}", code="VOICE_CONNECT_FAILED"
                 ) from exc
-            self._sessions[channel.guild.id] = session
+            self._sessions.put(session)
         async with self._joined:
             self._joined.notify_all()
         return session
@@ -104,17 +124,19 @@ class VoiceService:
     async def wait_joined(self, guild_id: int) -> VoiceSession:
         """Wait until a session exists for ``guild_id`` (the demo joins through the slash command)."""
         async with self._joined:
-            await self._joined.wait_for(lambda: guild_id in self._sessions)
-        return self._sessions[guild_id]
+            await self._joined.wait_for(lambda: self._sessions.get(guild_id) is not None)
+        session = self._sessions.get(guild_id)
+        assert session is not None
+        return session
 
     async def leave(self, guild_id: int) -> bool:
         async with self._lock:
-            session = self._sessions.pop(guild_id, None)
+            session = self._sessions.pop(guild_id)
         if session is None:
             return False
         await session.aclose(reason="leave")
         return True
 
     async def aclose(self) -> None:
-        for guild_id in list(self._sessions):
-            await self.leave(guild_id)
+        for session in self._sessions.all():
+            await self.leave(session.channel.guild.id)

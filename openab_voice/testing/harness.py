@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from openab_voice.actions.plane import ActionPlane
-from openab_voice.app import create_bot
+from openab_voice.app import ActionParts, Application
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
@@ -30,7 +30,15 @@ TIMEOUT_S = 30.0
 
 
 class BotOnEmulator:
-    """Start emulator + bot, join voice via the slash command, record what the bot hears; close everything on exit."""
+    """Start emulator + bot, join voice via the slash command, record what the bot hears; close on exit
+    what it started (the bot and the emulator). The providers and action parts stay their builder's
+    to close.
+
+    Args:
+        providers: shared by the bot's sessions (default: none, so receive only).
+        actions: the action plane's parts (:func:`~openab_voice.app.build_action_parts`); the bot
+            builds the plane on them (:attr:`actions`).
+    """
 
     def __init__(
         self,
@@ -41,15 +49,20 @@ class BotOnEmulator:
         clock: Clock | None = None,
         bus: EventBus | None = None,
         providers: ConversationProviders | None = None,
-        actions: ActionPlane | None = None,
+        actions: ActionParts | None = None,
     ) -> None:
         if not users:
             raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
         self.settings = settings
-        self.providers = providers
-        self.actions = actions
         self.clock = clock or SystemClock()
         self.bus = bus or EventBus()
+        self.app = Application(
+            settings=settings,
+            bus=self.bus,
+            clock=self.clock,
+            providers=providers if providers is not None else ConversationProviders(),
+            actions=actions,
+        )
         self.emulator = DiscordEmulator(config, clock=self.clock)
         self.users = dict(users)
         for uid, name in users.items():
@@ -62,10 +75,29 @@ class BotOnEmulator:
         self.origin = 0.0
         self.join_reply: str | None = None
 
+    @classmethod
+    def on(cls, app: Application, config: EmulatorConfig, *, users: dict[int, str]) -> BotOnEmulator:
+        """The bot of ``app`` (built by :func:`~openab_voice.app.build_app`, which keeps owning its
+        parts) on a new emulator."""
+        return cls(
+            app.settings,
+            config,
+            users=users,
+            clock=app.clock,
+            bus=app.bus,
+            providers=app.providers,
+            actions=app.actions,
+        )
+
     @property
     def bot(self) -> VoiceBot:
         assert self._bot is not None, "not started"
         return self._bot
+
+    @property
+    def actions(self) -> ActionPlane | None:
+        """The bot's action plane (None when actions are off)."""
+        return self.bot.actions
 
     @property
     def session(self) -> VoiceSession:
@@ -88,14 +120,7 @@ class BotOnEmulator:
     async def _start(self) -> None:
         self.bus.bind_loop(asyncio.get_running_loop())
         await self.emulator.start()
-        self._bot = create_bot(
-            self.settings,
-            bus=self.bus,
-            clock=self.clock,
-            emulator=self.emulator,
-            providers=self.providers,
-            actions=self.actions,
-        )
+        self._bot = self.app.create_bot(emulator=self.emulator)
         await self._bot.login(self.emulator.token)
         self._bot_task = asyncio.create_task(self._bot.connect(reconnect=False), name="discord-bot")
         await self._wait(self._bot.wait_until_ready(), "the bot did not become ready")

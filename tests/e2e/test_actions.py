@@ -20,7 +20,7 @@ from openab_voice.actions.events import ActionChanged, ActionResultPosted, Agent
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import CONFIRM, REJECT, button_id
 from openab_voice.actions.results import result_text
-from openab_voice.app import build_action_plane
+from openab_voice.app import build_action_parts
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
@@ -62,8 +62,8 @@ async def rig(
         database_url=db_url,
         data_dir=tmp_path / "data",
     )
-    plane = build_action_plane(settings, bus=bus, clock=clock)
-    assert plane is not None
+    parts = build_action_parts(settings, clock=clock)
+    assert parts is not None
     try:
         async with BotOnEmulator(
             settings,
@@ -71,11 +71,12 @@ async def rig(
             users={OPERATOR: "olivia", GUEST: "gus"},
             clock=clock,
             bus=bus,
-            actions=plane,
+            actions=parts,
         ) as h:
-            yield h, plane
+            assert h.actions is not None
+            yield h, h.actions
     finally:
-        plane.store.close()
+        parts.store.close()
 
 
 def say(h: BotOnEmulator, user_id: int, text: str, n: int) -> None:
@@ -281,8 +282,8 @@ async def test_a_spoken_task_after_a_restart_on_the_same_store_is_proposed(
             database_url=db_url,
             data_dir=tmp_path / "data",
         )
-        plane = build_action_plane(settings, bus=bus, clock=clock)
-        assert plane is not None
+        parts = build_action_parts(settings, clock=clock)
+        assert parts is not None
         try:
             async with BotOnEmulator(
                 settings,
@@ -290,14 +291,14 @@ async def test_a_spoken_task_after_a_restart_on_the_same_store_is_proposed(
                 users={OPERATOR: "olivia"},
                 clock=clock,
                 bus=bus,
-                actions=plane,
+                actions=parts,
             ) as h:
                 assert h.session.generation == 1
                 say(h, OPERATOR, f"Start a task: {goal}", 1)  # utterance "1001-1" both times
                 await until(lambda h=h: bool(proposals(h)), f"the proposal of {goal!r}")
                 assert goal in str(proposals(h)[0]["content"])
         finally:
-            plane.store.close()
+            parts.store.close()
 
     store = JobStore(open_engine(db_url), SystemClock())
     try:

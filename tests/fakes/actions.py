@@ -218,7 +218,7 @@ def agent_command(mode: str) -> tuple[str, ...]:
 
 @dataclass
 class PlaneRig:
-    """A bound :class:`ActionPlane` and everything a test inspects around it."""
+    """An :class:`ActionPlane` on fakes and everything a test inspects around it."""
 
     plane: ActionPlane
     store: JobStore
@@ -295,7 +295,7 @@ async def plane_rig(
     git: str = "git",
     store_class: type[JobStore] = JobStore,
 ) -> AsyncIterator[PlaneRig]:
-    """The plane as the app builds it, bound to fakes; closed (plane, then store) on exit.
+    """The plane as the app builds it, on fakes; closed (plane, then store) on exit.
 
     ``repo`` makes every workspace a git worktree of it (one shared workspace id); ``git`` is the
     git executable the workspace manager runs; ``store_class`` may be a gated store
@@ -330,11 +330,11 @@ async def plane_rig(
             auth_method=auth_method,
             sandbox=sandbox,
         ),
+        channel=channel,
+        voice=voice,
         bus=bus,
         clock=clock,
-        channel_id=TEXT_CHANNEL,
     )
-    plane.bind(channel=channel, voice=voice)
     rig = PlaneRig(
         plane=plane,
         store=store,

@@ -1,0 +1,99 @@
+"""The action plane's long-lived parts that need no Discord: the migrated store, the workspaces and
+the settings its broker and executor run with. The plane itself is built with the bot
+(:mod:`openab_voice.app.bot`): its control channel posts through the Discord client."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from openab_voice.acp.sandbox import build_sandbox
+from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.actions.execution import AgentSettings, workspace_root
+from openab_voice.actions.requests import BrokerSettings
+from openab_voice.clock import Clock
+from openab_voice.config import Settings, parse_agent_env_entry
+from openab_voice.errors import AcpError, ConfigError
+from openab_voice.jobs import EffectCeiling
+from openab_voice.store.database import open_engine, resolve_url, upgrade
+from openab_voice.store.jobs import JobStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionParts:
+    """What :func:`build_action_parts` made. Whoever built it closes ``store``.
+
+    Args:
+        channel_id: the configured control text channel (None: where ``/voice join`` was used).
+    """
+
+    store: JobStore
+    workspaces: WorkspaceManager
+    broker: BrokerSettings
+    agent: AgentSettings
+    channel_id: int | None = None
+
+
+def build_action_parts(
+    settings: Settings, *, clock: Clock, environ: Mapping[str, str] | None = None
+) -> ActionParts | None:
+    """The action plane's parts when ``OPENAB_ACTIONS_ENABLED``: migrates the store (SQLite file in the
+    data directory by default), then settles broker and executor settings. None when actions are off.
+
+    Args:
+        environ: where allowlisted agent variables are read from (default: the process environment).
+
+    Raises:
+        StoreError: the database is unreachable or cannot be migrated.
+        ConfigError: the configured agent sandbox cannot be used.
+    """
+    if not settings.actions_enabled:
+        return None
+    assert settings.operator_user_id is not None  # Settings validates this when actions are on
+    url = resolve_url(settings)
+    upgrade(url)
+    agent_environ = dict(os.environ if environ is None else environ)
+    credentials = tuple(parse_agent_env_entry(entry) for entry in settings.acp_env)
+    try:
+        sandbox, no_sandbox = build_sandbox(
+            settings.acp_sandbox,
+            data_dir=settings.data_dir,
+            environ=agent_environ,
+            hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
+            + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
+        )
+    except AcpError as exc:
+        raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
+    if no_sandbox is not None:
+        log.warning("agents run without a sandbox (no workspace_exec): %s", no_sandbox)
+    broker = BrokerSettings(
+        operator_user_id=settings.operator_user_id,
+        expiry_s=settings.action_expiry_s,
+        max_effect=EffectCeiling(settings.action_max_effect),
+        exec_unavailable=no_sandbox,
+    )
+    agent = AgentSettings(
+        command=tuple(shlex.split(settings.acp_agent_command)),
+        env_allowlist=settings.acp_env_allowlist,
+        environ=agent_environ,
+        turn_timeout_s=settings.acp_turn_timeout_s,
+        cancel_grace_s=settings.acp_cancel_grace_s,
+        trusted_listener_ids=frozenset(settings.trusted_listener_ids),
+        credentials=credentials,
+        auth_method=settings.acp_auth_method,
+        sandbox=sandbox,
+    )
+    return ActionParts(
+        # Opened last: nothing above can leave it open.
+        store=JobStore(open_engine(url), clock),
+        workspaces=WorkspaceManager(workspace_root(settings.data_dir), settings.workspace_repo, clock=clock),
+        broker=broker,
+        agent=agent,
+        channel_id=settings.action_channel_id,
+    )

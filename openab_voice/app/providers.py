@@ -1,0 +1,98 @@
+"""The providers every voice session shares, built once from settings (models load here)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.config import Settings
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.settings import (
+    SMALL_MODEL_PROMPT,
+    SMALL_MODEL_SENTENCES,
+    DialogueMode,
+    DialogueSettings,
+    negotiate,
+)
+from openab_voice.providers.speech_registry import (
+    ChatConfig,
+    SttConfig,
+    TtsConfig,
+    chat_registry,
+    stt_registry,
+    tts_registry,
+)
+
+
+def frontend_settings(settings: Settings) -> FrontEndSettings:
+    return FrontEndSettings(
+        internal_rate=settings.audio_rate,
+        apm_provider=settings.apm_provider,
+        vad_provider=settings.vad_provider,
+        echo_cancellation=settings.echo_cancellation,
+        noise_suppression=settings.noise_suppression,
+        auto_gain_control=settings.auto_gain_control,
+        vad_min_silence_ms=settings.vad_min_silence_ms,
+        drift_tolerance_ms=settings.audio_drift_tolerance_ms,
+    )
+
+
+def check_providers(settings: Settings, *, bus: EventBus, clock: Clock) -> None:
+    """Start the configured audio providers once, so a missing one fails at start-up, not at /voice join.
+
+    Raises:
+        ProviderUnavailable: naming the provider and the extra to install.
+    """
+    FrontEnd(frontend_settings(settings), bus=bus, clock=clock)  # probes each provider in __init__
+
+
+def build_providers(settings: Settings) -> ConversationProviders:
+    """Create the configured providers (loads models: call once, at start-up).
+
+    Raises:
+        ProviderUnavailable: a configured provider cannot start; ``ENGINE_FULL_DUPLEX_UNAVAILABLE``
+            when full duplex was asked of providers that cannot do it.
+    """
+    providers = ConversationProviders()
+    if not settings.transcription_enabled:
+        return providers
+    providers.stt = stt_registry().create(settings.stt_provider, SttConfig(model=settings.stt_model))
+    if not settings.dialogue_enabled:
+        return providers
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    providers.tts = tts_registry().create(
+        settings.tts_provider,
+        TtsConfig(base_url=settings.openai_base_url, api_key=key, voice=settings.tts_voice),
+    )
+    providers.chat = chat_registry().create(
+        settings.chat_provider,
+        ChatConfig(
+            temperature=0.3,
+            model=settings.chat_model,
+            base_url=settings.openai_base_url,
+            api_key=key,
+            max_tokens=settings.chat_max_tokens,
+        ),
+    )
+    dialogue = DialogueSettings(
+        mode=DialogueMode(settings.assistant_mode),
+        wake_name=settings.wake_name,
+        preemptive_generation=settings.preemptive_generation,
+    )
+    if settings.system_prompt:
+        dialogue = replace(dialogue, system_prompt=settings.system_prompt)
+    elif settings.chat_provider == "llama":
+        # The offline 135M model follows a short, concrete instruction far better than the full prompt.
+        dialogue = replace(dialogue, system_prompt=SMALL_MODEL_PROMPT)
+    if settings.chat_provider == "llama":
+        dialogue = replace(dialogue, max_response_sentences=SMALL_MODEL_SENTENCES)
+    providers.dialogue, providers.capabilities = negotiate(
+        dialogue,
+        stt=providers.stt.capabilities,
+        tts=providers.tts.capabilities,
+        chat=providers.chat.capabilities,
+    )
+    return providers

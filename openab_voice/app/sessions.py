@@ -1,0 +1,205 @@
+"""The session factory: everything one voice session runs, built ready when ``/voice join`` asks."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+
+import discord
+
+from openab_voice.actions.broker import ActionBroker
+from openab_voice.actions.intake import Say, TaskPhraseIntake
+from openab_voice.actions.tools import SessionFacts, register_action_tools
+from openab_voice.app.providers import frontend_settings
+from openab_voice.audio.frontend import FrontEnd
+from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bus import EventBus
+from openab_voice.clock import Clock
+from openab_voice.config import Settings
+from openab_voice.discord.playback import Playback
+from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.roster import ChannelRoster
+from openab_voice.discord.session import VoiceSession
+from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.expiry import SpeechCause
+from openab_voice.engine.transcriber import Transcriber
+from openab_voice.tools.registry import default_tools
+
+VoiceChannel = discord.VoiceChannel | discord.StageChannel
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionOptions:
+    receiver: ReceiverSettings
+    frontend: FrontEndSettings
+    playback_enabled: bool
+    playback_buffer_ms: int
+    connect_timeout_s: float = 30.0
+
+
+def session_options(settings: Settings) -> SessionOptions:
+    return SessionOptions(
+        frontend=frontend_settings(settings),
+        receiver=ReceiverSettings(
+            jitter_depth=settings.jitter_depth,
+            max_conceal=settings.max_conceal_frames,
+            pending_per_ssrc=settings.pending_packets_per_ssrc,
+            pending_ttl_s=settings.pending_ttl_s,
+            inbox_packets=settings.receive_queue_packets,
+        ),
+        playback_enabled=settings.playback_enabled,
+        playback_buffer_ms=settings.playback_buffer_ms,
+    )
+
+
+class SessionFactory:
+    """Builds one :class:`~openab_voice.discord.session.VoiceSession` with all its parts, unstarted.
+
+    Always a receiver and the audio front end it feeds; playback when it is on (its output is the
+    front end's render reference); a transcriber when there is STT; the spoken dialogue when dialogue,
+    chat, TTS and playback are all there; the task phrase intake and the action tools when there is a
+    broker and a control channel. The session starts and closes them.
+
+    Args:
+        providers: shared by every session (their owner closes them, not the session).
+        broker: the action plane's broker (None: actions are off).
+        action_channel_id: the configured control channel (None: the channel the join was asked in).
+    """
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        options: SessionOptions,
+        providers: ConversationProviders,
+        broker: ActionBroker | None = None,
+        action_channel_id: int | None = None,
+    ) -> None:
+        self._bus = bus
+        self._clock = clock
+        self._options = options
+        self._providers = providers
+        self._broker = broker
+        self._action_channel_id = action_channel_id
+
+    def __call__(
+        self, channel: VoiceChannel, *, generation: int, text_channel_id: int | None
+    ) -> VoiceSession:
+        bus, clock, options = self._bus, self._clock, self._options
+        session_id = uuid.uuid4().hex[:12]
+        receiver = VoiceReceiver(bus=bus, clock=clock, settings=options.receiver, session_id=session_id)
+        playback = (
+            Playback(bus=bus, clock=clock, buffer_ms=options.playback_buffer_ms, session_id=session_id)
+            if options.playback_enabled
+            else None
+        )
+        # Decoded audio goes from the receive worker straight into the front end; what the bot plays
+        # is the front end's render reference (echo cancellation, echo gate).
+        frontend = FrontEnd(options.frontend, bus=bus, clock=clock, session_id=session_id)
+        receiver.add_frame_sink(frontend.push_capture)
+        receiver.add_watermark_sink(frontend.advance_capture_watermark)
+        if playback is not None:
+            playback.add_render_sink(frontend.push_render)
+        facts = self._facts(channel, generation, session_id, self._action_channel_id or text_channel_id)
+        stt = self._providers.stt
+        transcriber = (
+            Transcriber(
+                stt, bus=bus, clock=clock, settings=self._providers.transcriber, session_id=session_id
+            )
+            if stt is not None
+            else None
+        )
+        conversation: ConversationManager | None = None
+
+        async def say(text: str, *, cause: SpeechCause | None = None) -> None:
+            # The acknowledgment's way out: the conversation below, if this session has one.
+            if conversation is not None:
+                conversation.announce(text, cause=cause)
+
+        # The phrase needs transcripts: without a transcriber nothing ever matches.
+        intake = self._intake(channel, facts, session_id, say) if facts is not None else None
+        if transcriber is not None and playback is not None:
+            conversation = self._conversation(channel, playback, facts, session_id, intake)
+        return VoiceSession(
+            session_id=session_id,
+            generation=generation,
+            channel=channel,
+            bus=bus,
+            clock=clock,
+            receiver=receiver,
+            frontend=frontend,
+            playback=playback,
+            transcriber=transcriber,
+            conversation=conversation,
+            intake=intake,
+            connect_timeout_s=options.connect_timeout_s,
+        )
+
+    def _facts(
+        self, channel: VoiceChannel, generation: int, session_id: str, text_channel_id: int | None
+    ) -> SessionFacts | None:
+        """The trusted facts actions are proposed with; None when actions are off or have no channel."""
+        if self._broker is None or text_channel_id is None:
+            return None
+        return SessionFacts(
+            guild_id=channel.guild.id,
+            voice_channel_id=channel.id,
+            text_channel_id=text_channel_id,
+            generation=generation,
+            session_id=session_id,
+        )
+
+    def _intake(
+        self, channel: VoiceChannel, facts: SessionFacts, session_id: str, say: Say
+    ) -> TaskPhraseIntake:
+        assert self._broker is not None  # facts exist only with a broker
+        dialogue = self._providers.dialogue
+        configured = dialogue.wake_name if dialogue is not None else None
+
+        def wake_name() -> str | None:
+            return configured or channel.guild.me.display_name
+
+        return TaskPhraseIntake(
+            broker=self._broker,
+            bus=self._bus,
+            facts=facts,
+            session_id=session_id,
+            wake_name=wake_name,
+            say=say,
+        )
+
+    def _conversation(
+        self,
+        channel: VoiceChannel,
+        playback: Playback,
+        facts: SessionFacts | None,
+        session_id: str,
+        intake: TaskPhraseIntake | None,
+    ) -> ConversationManager | None:
+        """The spoken dialogue, when the dialogue, its chat model and its TTS are configured."""
+        providers = self._providers
+        if providers.dialogue is None or providers.chat is None or providers.tts is None:
+            return None
+        me = channel.guild.me
+        dialogue = replace(
+            providers.dialogue,
+            bot_user_id=str(me.id),
+            wake_name=providers.dialogue.wake_name or me.display_name,
+        )
+        tools = default_tools(self._clock)
+        if self._broker is not None and facts is not None:
+            register_action_tools(tools, self._broker, facts)
+        return ConversationManager(
+            bus=self._bus,
+            clock=self._clock,
+            chat=providers.chat,
+            tts=providers.tts,
+            output=playback,
+            tools=tools,
+            roster=ChannelRoster(channel, me.id),
+            settings=dialogue,
+            session_id=session_id,
+            claimed=intake.claims if intake is not None else None,
+        )
