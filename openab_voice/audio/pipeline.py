@@ -52,6 +52,9 @@ class ProcessedFrame:
         bot_speaking: the render reference was active within the gate window.
         apm_ok: False when the APM failed on part of this frame and silence replaced it.
         degraded: the APM is ``disabled`` or re-converging after a failure.
+        speech_end: on the frame where the user's speech ended (``user_speech`` turned False),
+            the capture time it ended at: the VAD's first silent window, a minimum silence before
+            this frame. None on every other frame.
     """
 
     frame: AudioFrame
@@ -61,6 +64,7 @@ class ProcessedFrame:
     bot_speaking: bool
     apm_ok: bool
     degraded: bool
+    speech_end: float | None = None
 
 
 class StageTimings:
@@ -147,7 +151,12 @@ class SpeakerPipeline:
         self.user_speech = False
         self._gate_pending = False
         self._speech_start: float | None = None
+        self._speech_end: float | None = None  # set when user speech ends, taken by the next output
         self._last_capture_end: float | None = None
+        self._last_input: AudioFrame | None = None  # the last frame processed, received or filled
+        self._received_end: float | None = None  # capture time after the last received frame
+        self._filled_to: float | None = None  # silence filled in up to here since that frame
+        self.late_after_fill = 0  # received frames dropped: their time had been filled with silence
 
     @property
     def degraded(self) -> bool:
@@ -158,7 +167,17 @@ class SpeakerPipeline:
         self.render.add(chunk)
 
     def process(self, frame: AudioFrame) -> ProcessedFrame | None:
-        """Run one capture frame through the chain; None until the resampler has primed."""
+        """Run one received capture frame through the chain; None until the resampler has primed
+        (or when silence was already filled in for its time: see :meth:`check_idle`)."""
+        if self._filled_to is not None and frame.timestamp + frame.duration <= self._filled_to + 1e-6:
+            self.late_after_fill += 1
+            return None
+        self._filled_to = None
+        self._received_end = frame.timestamp + frame.duration
+        return self._process(frame)
+
+    def _process(self, frame: AudioFrame) -> ProcessedFrame | None:
+        self._last_input = frame
         started = perf_ns()
         mono = self._resampler.process(frame)
         end_time = frame.timestamp + frame.duration - self._resampler.delay_s
@@ -192,6 +211,7 @@ class SpeakerPipeline:
                 self._evaluate(windows[-1].audio_time, initial=False)
             outputs.append(processed)
         pcm = np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
+        speech_end, self._speech_end = self._speech_end, None
         return ProcessedFrame(
             frame=AudioFrame(
                 pcm=pcm.tobytes(),
@@ -208,19 +228,57 @@ class SpeakerPipeline:
             bot_speaking=self.gate.bot_speaking,
             apm_ok=apm_ok,
             degraded=self.apm.degraded or self.apm.reconverging(chunks[-1].timestamp),
+            speech_end=speech_end,
         )
 
-    def check_idle(self, now: float) -> None:
-        """End speech if capture stopped (Discord sends nothing in silence) for the minimum silence."""
-        if self._last_capture_end is None or not self.vad.in_speech:
-            return
-        if now - self._last_capture_end >= self.settings.vad_min_silence_ms / 1000.0:
+    def check_idle(self, now: float) -> list[ProcessedFrame]:
+        """Fill a capture gap inside speech with silence, up to ``now``; returns the frames it made.
+
+        Discord sends nothing while someone is silent, so a speaker who stops talking simply stops
+        sending. While their speech is open, capture time that no packet covered, up to ``now`` (the
+        receiver's watermark: every packet from before it was pushed) less ``capture_gap_ms`` (a
+        packet that late is a gap, not jitter), *is* silence: it is processed as silence
+        (``concealed`` frames of zeros), so the VAD ends the speech by its own rule and where it
+        would had the client sent its silence (early, when the last packets were already quiet), and
+        what follows (speculative finals, preemptive answers) sees the pause as any other. Speech
+        still open a minimum silence after the last packet is ended there by force, as it always
+        was: filling can only end it sooner. A packet that arrives for time already filled is
+        dropped (``late_after_fill``).
+        """
+        last, received_end = self._last_input, self._received_end
+        if last is None or received_end is None or not self.vad.in_speech:
+            return []
+        min_silence = self.settings.vad_min_silence_ms / 1000.0
+        horizon = now - self.settings.capture_gap_ms / 1000.0
+        limit = received_end + min_silence
+        filled: list[ProcessedFrame] = []
+        while self.vad.in_speech:
+            start = last.timestamp + last.duration
+            if start + last.duration > horizon + 1e-9 or start >= limit:
+                break
+            silence = AudioFrame(
+                pcm=bytes(len(last.pcm)),
+                sample_rate=last.sample_rate,
+                channels=last.channels,
+                timestamp=start,
+                frame_id=last.frame_id,
+                speaker_id=last.speaker_id,
+                concealed=True,
+            )
+            out = self._process(silence)
+            last = silence
+            self._filled_to = silence.timestamp + silence.duration
+            if out is not None:
+                filled.append(out)
+        if self.vad.in_speech and now - received_end >= min_silence:
             transition = self.vad.force_end()
             self.vad.reset()
             if transition is not None:
-                self._on_transition(
-                    VadTransition(VadEdge.END, self._last_capture_end, 0.0), "capture_stopped"
-                )
+                # Where the speech stopped: the capture's end, or the VAD's quiet run if it began
+                # before the packets stopped.
+                end = min(transition.audio_time, received_end)
+                self._on_transition(VadTransition(VadEdge.END, end, 0.0), "capture_stopped")
+        return filled
 
     def close(self, reason: str = "closed") -> None:
         """End any speech in progress and release the providers (idempotent)."""
@@ -240,6 +298,7 @@ class SpeakerPipeline:
         if not self.user_speech:
             return
         self.user_speech = False
+        self._speech_end = transition.audio_time
         started = self._speech_start if self._speech_start is not None else transition.audio_time
         self._emit(
             SpeechEnded(

@@ -21,13 +21,19 @@ Two sessions, ``trials`` rounds each:
   (``say_echo_only``, 80 ms, -6 dB, 40 ms reverb) for the whole answer; every
   ``InterruptionDetected`` there is an ``echo_false_interrupts``.
 
-``first_stable_partial_ms``, ``tts_first_chunk_ms`` and ``eou_to_first_audio_ms`` are the engine's
-own ``LatencyMeasured`` samples from both sessions, nothing subtracted. The scripted model streams
-a word every 20 ms after its time to first token (``ttft_ms``, 0 by default): the figure is then the
+``eou_to_first_audio_ms`` is what a listener waits for, measured at the emulator like barge-in:
+from the end of the question's speech as sent (the time ``say`` returned, less the trailing Opus
+silence frames and the clip's own trailing silence, from its RMS envelope) to the arrival of the
+bot's first audio packet of the answer. Nothing is subtracted: the scripted model streams a word
+every 20 ms after its time to first token (``ttft_ms``, 0 by default), so the figure is the
 pipeline's own (end-of-speech detection, transcription, the model's first sentence at 50 tokens/s,
-synthesis, output), which is what the target bounds; a model's own time to first token adds to it
-(less what preemptive generation hides: ``--ttft-ms`` shows how much). ``preemptive`` turns
-preemptive generation on (the default, as in the product) or off, for a comparison in one run. ``diagnostics`` splits barge-in into its stages (speech the front end did
+synthesis, output, network), which is what the target bounds; a model's own time to first token
+adds to it, less what preemptive generation hides (``--ttft-ms`` shows how much). ``preemptive``
+turns preemptive generation on (the default, as in the product) or off, for a comparison.
+``first_stable_partial_ms`` and ``tts_first_chunk_ms`` are the engine's own ``LatencyMeasured``
+samples from both sessions; the engine's own end-of-speech-to-first-frame figure (from where its
+VAD placed the end, to the first frame handed to playback; answers to "stop" included) is in
+``diagnostics.engine_eou_to_first_audio_ms``. ``diagnostics`` splits barge-in into its stages (speech the front end did
 not flag, detection delay, engine, output stop), gives the engine's own ``barge_in_ms`` (from the
 accepted onset) and the end-of-speech-to-final time, so a missed target points at its cause. Wall
 time: about 20 s per trial (one round of each kind) plus model loading, on two cores.
@@ -74,6 +80,7 @@ TARGETS: dict[str, float] = {
     "echo_false_interrupts": 0,
 }
 _ENGINE_METRICS = ("first_stable_partial_ms", "eou_to_first_audio_ms", "tts_first_chunk_ms")
+_SILENCE_FRAME_S = 0.02
 
 QUESTION = "What is the capital of France?"
 STOP = "Wait, stop please."
@@ -101,6 +108,7 @@ E = TypeVar("E", bound=Event)
 @dataclass(frozen=True, slots=True)
 class _Clips:
     question: bytes
+    question_tail_s: float  # trailing silence of ``question``
     stop: bytes
     stop_onset_s: float  # leading silence of ``stop``
     answer_s: float  # how long the bot's answer lasts when spoken
@@ -109,6 +117,7 @@ class _Clips:
 @dataclass(slots=True)
 class _Samples:
     barge_in: list[float] = field(default_factory=list)
+    heard_eou: list[float] = field(default_factory=list)  # end of the question -> first answer packet
     metrics: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in _ENGINE_METRICS})
     stages: dict[str, list[float]] = field(default_factory=dict)
     engine_barge_in: list[float] = field(default_factory=list)
@@ -179,8 +188,10 @@ async def _clips(tts: TextToSpeech) -> _Clips:
     answer_bytes = 0
     for sentence in _SENTENCES:  # the bot synthesizes sentence by sentence too
         answer_bytes += len(await speak(sentence))
+    question = await speak(QUESTION)
     return _Clips(
-        question=await speak(QUESTION),
+        question=question,
+        question_tail_s=trailing_silence_s(question),
         stop=stop,
         stop_onset_s=leading_silence_s(stop),
         answer_s=answer_bytes / (48_000 * 4),
@@ -198,6 +209,24 @@ def leading_silence_s(pcm: bytes, *, threshold_dbfs: float = _ONSET_DBFS) -> flo
     rms = np.sqrt(np.mean(samples[: frames * per_frame].reshape(frames, per_frame) ** 2, axis=1))
     loud = np.flatnonzero(rms > 32768.0 * 10 ** (threshold_dbfs / 20))
     return (int(loud[0]) if loud.size else frames) * 0.02
+
+
+def trailing_silence_s(pcm: bytes, *, threshold_dbfs: float = _ONSET_DBFS) -> float:
+    """Seconds after the last 20 ms frame louder than ``threshold_dbfs`` (as :func:`leading_silence_s`)."""
+    usable = pcm[: len(pcm) - len(pcm) % _FRAME_BYTES]
+    frames = np.frombuffer(usable, dtype="<i2").reshape(-1, _FRAME_BYTES // 2)[::-1]
+    return leading_silence_s(np.ascontiguousarray(frames).tobytes(), threshold_dbfs=threshold_dbfs)
+
+
+async def _ask(s: _Session, clips: _Clips, samples: _Samples) -> float:
+    """Say the question; returns the arrival of the answer's first packet (and records the wait)."""
+    speaker = s.h.emulator.speaker(_USER)
+    asked = s.clock.monotonic()
+    report = await speaker.say(clips.question)
+    ended = s.clock.monotonic() - report.silence_frames * _SILENCE_FRAME_S - clips.question_tail_s
+    first = await s.first_audio_after(asked)
+    samples.heard_eou.append((first - ended) * 1000.0)
+    return first
 
 
 class _Session:
@@ -325,9 +354,7 @@ def _reply(messages: Sequence[ChatMessage]) -> str:
 
 async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None:
     speaker = s.h.emulator.speaker(_USER)
-    asked = s.clock.monotonic()
-    await speaker.say(clips.question)
-    first = await s.first_audio_after(asked)
+    first = await _ask(s, clips, samples)
     await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
     mark = len(s.events)
     said = s.clock.monotonic()
@@ -376,9 +403,7 @@ def _stages(s: _Session, mark: int, onset: float, last: float, out: dict[str, li
 async def _echo_round(s: _Session, clips: _Clips, echo: EchoPath, samples: _Samples) -> None:
     speaker = s.h.emulator.speaker(_USER)
     mark = len(s.events)
-    asked = s.clock.monotonic()
-    await speaker.say(clips.question)
-    await s.first_audio_after(asked)
+    await _ask(s, clips, samples)
     # Margin for the gaps between sentences (each one synthesized when its turn comes).
     await speaker.say_echo_only(clips.answer_s + 0.5, echo)
     await s.until(lambda: bool(s.of(BotUtteranceFinished, mark)), "the answer did not finish")
@@ -389,6 +414,7 @@ async def _echo_round(s: _Session, clips: _Clips, echo: EchoPath, samples: _Samp
 def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]:
     out: dict[str, Any] = {"barge_in_ms": summary(samples.barge_in)}
     out.update({m: summary(v) for m, v in samples.metrics.items()})
+    out["eou_to_first_audio_ms"] = summary(samples.heard_eou)
     false_interrupts = sum(samples.echo_false_interrupts)
     out.update(echo_false_interrupts=false_interrupts, trials=trials, ttft_ms=ttft_ms)
     out["targets"] = dict(TARGETS)
@@ -402,6 +428,7 @@ def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]
     out["meets_targets"] = meets
     out["diagnostics"] = {
         "engine_barge_in_ms": summary(samples.engine_barge_in),
+        "engine_eou_to_first_audio_ms": summary(samples.metrics["eou_to_first_audio_ms"]),
         "speech_end_to_final_ms": summary(samples.speech_end_to_final),
         "missed_barge_ins": samples.missed_barge_ins,
         "echo_false_interrupts_per_trial": samples.echo_false_interrupts,

@@ -146,7 +146,8 @@ class Transcriber:
                 self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
         else:
             if utt is not None:
-                utt.audio_end = audio.timestamp
+                # The end of speech, as the VAD placed it (a minimum silence before this frame).
+                utt.audio_end = audio.timestamp if frame.speech_end is None else frame.speech_end
                 self._end(speaker)
             self._keep_pre_roll(speaker, samples)
         return self._schedule()

@@ -4,6 +4,7 @@ finals and discards, scheduling, speakers, failures and closing."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -485,6 +486,16 @@ def test_a_speculative_final_during_the_end_silence_is_the_final_when_no_speech_
     assert len([c for c in stt.calls if c[1]]) == 1  # no second final decode
     assert final.at == pytest.approx(101.62)  # published at the end, with no decode after it
     assert final.audio_end == pytest.approx(101.6)
+
+
+def test_the_final_ends_where_the_vad_placed_the_end_of_speech_not_a_minimum_silence_later() -> None:
+    stt = ScriptedStt(words_by_length("what time is it"))
+    rig = Rig(stt)
+    speech = timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0)
+    end = dataclasses.replace(frame("alice", 101.6, speech=False), speech_end=101.2)
+    rig.feed(speech + hangover("alice", 101.2, 0.4) + [end])
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.audio_end == pytest.approx(101.2)
 
 
 def test_speech_after_a_speculative_final_makes_it_stale() -> None:
