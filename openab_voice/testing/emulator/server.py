@@ -419,13 +419,14 @@ class DiscordEmulator:
 
     def voice_stats(self) -> dict[str, Any]:
         """Counters of the voice side: closes ``[(code, resumable)]``, resumes, failed resumes,
-        replayed messages, op 31 reports, client commits won / recorder commits, blackout drops."""
+        replayed messages, the last ``seq`` sent, op 31 reports, client commits won / recorder commits, blackout drops."""
         conn = self._voice.active
         return {
             "closes": list(self._voice.closes),
             "resumes": self._voice.resumes,
             "failed_resumes": self._voice.failed_resumes,
             "replayed": 0 if conn is None else conn.replayed,
+            "last_seq": 0 if conn is None else conn.last_seq,
             "invalid_reports": list(self._voice.invalid_reports),
             "client_commits_won": self._room.client_commits_won,
             "recorder_commits": self._room.recorder_commits,
