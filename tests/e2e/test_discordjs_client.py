@@ -224,9 +224,75 @@ async def test_discordjs_records_each_user_and_is_heard(
         alice_pcm, bob_pcm = heard[str(ALICE)], heard[str(BOB)]
         # Own tones dominate; the other user's is absent.
         assert band_share(alice_pcm, 440.0) + band_share(alice_pcm, 520.0) > 0.85
+        assert min(band_share(alice_pcm, 440.0), band_share(alice_pcm, 520.0)) > 0.3  # before and after
         assert band_share(alice_pcm, 660.0) < 0.01
         assert band_share(bob_pcm, 660.0) > 0.85
         assert band_share(bob_pcm, 440.0) + band_share(bob_pcm, 520.0) < 0.01
         # Both of Alice's utterances arrived whole: before and after the resume.
         assert len(alice_pcm) >= 2 * 0.6 * RATE * 4 * 0.95
         assert len(bob_pcm) >= 0.6 * RATE * 4 * 0.95
+
+
+CAROL = 2003
+
+
+async def test_discordjs_dave_commits_recovery_replay_and_move(node: str, tmp_path: Path) -> None:
+    """DAVE with the client's commits winning (op 28), an unprocessable commit reported with op 31
+    (JSON) and healed by a re-join that replaces the client's leaf, a join whose op 11 and DAVE
+    proposals are replayed after a 4015 RESUME, and a voice server move."""
+    config = EmulatorConfig(dave=True, seed=8, advertise_loopback=True, client_commits=True)
+    async with DiscordEmulator(config) as emulator:
+        alice = emulator.add_user(ALICE, "alice")
+        async with node_client(emulator, tmp_path, dave=True) as client:
+            await client.event("voice_ready")
+            first = await emulator.wait_voice_ready()
+
+            # Bob joins: discord.js commits the external Add and its commit wins.
+            bob = emulator.add_user(BOB, "bob")
+            assert (await bob.say(tone(660.0, 0.4))).completed
+            assert emulator.voice_stats()["client_commits_won"] == 1
+
+            # A commit it cannot process: op 31 as JSON, then a new key package; one leaf each.
+            transition = await emulator.dave_send_invalid_commit()
+            healed = await emulator.wait_dave_synced()
+            assert transition in emulator.voice_stats()["invalid_reports"]
+            assert healed.bot_ssrc == first.bot_ssrc and emulator.voice_stats()["closes"] == []
+            await client.send({"cmd": "status"})
+            status = await client.event("status")
+            assert sorted(status["dave_users"]) == sorted(str(u) for u in emulator.dave_members())
+            assert len(set(status["dave_users"])) == len(status["dave_users"])
+            assert status["privacy_code"] == healed.privacy_code
+            assert (await alice.say(tone(440.0, 0.4))).completed
+
+            # 4015 while Carol joins: her op 11 and the DAVE proposals wait, then are replayed.
+            await emulator.close_voice(4015)
+            carol = emulator.add_user(CAROL, "carol")
+            await emulator.wait_voice_resumed(timeout=20)
+            assert (await carol.say(tone(770.0, 0.4))).completed
+            assert emulator.voice_stats()["replayed"] >= 1
+
+            # The call moves to the other voice server: a fresh identify there, new SSRC and group.
+            emulator.move_voice_server()
+            await until_new_session(emulator, first.bot_ssrc)
+            moved = await emulator.wait_voice_ready(timeout=20)
+            assert (await alice.say(tone(520.0, 0.4))).completed
+            await client.send({"cmd": "quit"})
+            bye = await client.event("bye")
+
+        assert bye["errors"] == [], bye
+        assert bye["ssrc"] == moved.bot_ssrc and bye["privacy_code"] == moved.privacy_code
+        heard = {uid: decode_recording(Path(rec["file"])) for uid, rec in bye["recordings"].items()}
+        alice_pcm, bob_pcm, carol_pcm = heard[str(ALICE)], heard[str(BOB)], heard[str(CAROL)]
+        assert band_share(alice_pcm, 440.0) + band_share(alice_pcm, 520.0) > 0.85
+        assert (
+            min(band_share(alice_pcm, 440.0), band_share(alice_pcm, 520.0)) > 0.3
+        )  # before and after the move
+        assert band_share(bob_pcm, 660.0) > 0.85 and band_share(carol_pcm, 770.0) > 0.85
+        assert band_share(alice_pcm, 660.0) + band_share(alice_pcm, 770.0) < 0.01
+        assert band_share(carol_pcm, 440.0) + band_share(carol_pcm, 660.0) < 0.01
+
+
+async def until_new_session(emulator: DiscordEmulator, old_ssrc: int, timeout: float = 20.0) -> None:  # noqa: ASYNC109
+    async with asyncio.timeout(timeout):
+        while (session := emulator.voice_session()) is None or session.bot_ssrc == old_ssrc:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
