@@ -239,7 +239,8 @@ CAROL = 2003
 async def test_discordjs_dave_commits_recovery_replay_and_move(node: str, tmp_path: Path) -> None:
     """DAVE with the client's commits winning (op 28), an unprocessable commit reported with op 31
     (JSON) and healed by a re-join that replaces the client's leaf, a join whose op 11 and DAVE
-    proposals are replayed after a 4015 RESUME, and a voice server move."""
+    proposals are replayed after a 4015 RESUME, a downgrade to transport-only and an upgrade back,
+    and a voice server move."""
     config = EmulatorConfig(dave=True, seed=8, advertise_loopback=True, client_commits=True)
     async with DiscordEmulator(config) as emulator:
         alice = emulator.add_user(ALICE, "alice")
@@ -271,6 +272,17 @@ async def test_discordjs_dave_commits_recovery_replay_and_move(node: str, tmp_pa
             assert (await carol.say(tone(770.0, 0.4))).completed
             assert emulator.voice_stats()["replayed"] >= 1
 
+            # Down to transport-only and back (ops 21/22, then 24/26/30/23/22).
+            await emulator.dave_downgrade()
+            await client.send({"cmd": "status"})
+            assert (await client.event("status"))["dave_version"] == 0
+            assert (await bob.say(tone(600.0, 0.4))).completed
+            upgraded = await emulator.dave_upgrade()
+            await client.send({"cmd": "status"})
+            status = await client.event("status")
+            assert status["dave_version"] == 1 and status["privacy_code"] == upgraded.privacy_code
+            assert (await bob.say(tone(680.0, 0.4))).completed
+
             # The call moves to the other voice server: a fresh identify there, new SSRC and group.
             emulator.move_voice_server()
             await until_new_session(emulator, first.bot_ssrc)
@@ -287,7 +299,9 @@ async def test_discordjs_dave_commits_recovery_replay_and_move(node: str, tmp_pa
         assert (
             min(band_share(alice_pcm, 440.0), band_share(alice_pcm, 520.0)) > 0.3
         )  # before and after the move
-        assert band_share(bob_pcm, 660.0) > 0.85 and band_share(carol_pcm, 770.0) > 0.85
+        bob_tones = [band_share(bob_pcm, f) for f in (660.0, 600.0, 680.0)]
+        assert sum(bob_tones) > 0.85 and min(bob_tones) > 0.2  # with DAVE, without, with again
+        assert band_share(carol_pcm, 770.0) > 0.85
         assert band_share(alice_pcm, 660.0) + band_share(alice_pcm, 770.0) < 0.01
         assert band_share(carol_pcm, 440.0) + band_share(carol_pcm, 660.0) < 0.01
 

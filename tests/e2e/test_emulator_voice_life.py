@@ -12,7 +12,7 @@ import pytest
 
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig, running_client
 from tests.e2e.conftest import ClientFactory
-from tests.e2e.test_emulator import Capture, decode_speaker, dominant_hz, tone, until
+from tests.e2e.test_emulator import Capture, decode_speaker, dominant_hz, play, tone, until
 
 pytestmark = pytest.mark.e2e
 
@@ -28,14 +28,21 @@ async def connect(client: discord.Client, emulator: DiscordEmulator, **kwargs: A
 
 
 async def heard(vc: discord.VoiceClient, emulator: DiscordEmulator, user_id: int, freq: float) -> float:
-    """Have ``user_id`` say a tone and return the dominant frequency the bot decoded."""
+    """Have ``user_id`` say a tone and return the dominant frequency the bot decoded (DAVE-decrypted
+    while the call's protocol version is 1, as a receiver must)."""
     capture = Capture()
     vc._connection.add_socket_listener(capture)
     speaker = emulator.speaker(user_id)
     report = await speaker.say(tone(freq, 0.3))
     await until(lambda: len(capture.packets()) >= report.sent, "the packets")
     vc._connection.remove_socket_listener(capture)
-    pcm, count = decode_speaker(vc, capture.packets(), speaker.ssrc, user_id)
+    session = vc._connection.dave_session
+    if vc._connection.dave_protocol_version == 0:
+        vc._connection.dave_session = None  # transport-only: the frames are plain Opus
+    try:
+        pcm, count = decode_speaker(vc, capture.packets(), speaker.ssrc, user_id)
+    finally:
+        vc._connection.dave_session = session
     assert count == report.sent
     return dominant_hz(pcm)
 
@@ -224,4 +231,40 @@ async def test_the_bots_commit_wins(emulator: DiscordEmulator, discord_client: C
             str(u) for u in (BOB, emulator.bot_user_id, emulator.recorder_user_id)
         )
         assert await heard(vc, emulator, BOB, 500.0) == pytest.approx(500, abs=5)
+        await vc.disconnect()
+
+
+@pytest.mark.parametrize("emulator", [DAVE_ON], indirect=True)
+async def test_downgrade_to_transport_only_and_upgrade_back(
+    emulator: DiscordEmulator, discord_client: ClientFactory
+) -> None:
+    """op 21 (protocol 0) -> op 23 -> op 22: plain Opus both ways; op 24 (epoch 1) -> key package ->
+    op 30 -> op 23 -> op 22: a new group, end-to-end encrypted again, same external sender."""
+    emulator.add_user(ALICE, "alice")
+    client: discord.Client = discord_client()
+    async with running_client(emulator, client):
+        vc = await connect(client, emulator, reconnect=False)
+        first = await emulator.wait_voice_ready()
+        assert await heard(vc, emulator, ALICE, 440.0) == pytest.approx(440, abs=5)
+
+        await emulator.dave_downgrade()
+        await until(lambda: vc._connection.dave_protocol_version == 0, "discord.py to downgrade")
+        session = emulator.voice_session()
+        assert session is not None and not session.dave_enabled and session.privacy_code is None
+        assert await heard(vc, emulator, ALICE, 500.0) == pytest.approx(500, abs=5)
+        await play(vc, tone(880.0, 0.4))
+        await until(lambda: emulator.bot_audio.silence_frames >= 5, "the end of playback")
+        assert dominant_hz(emulator.bot_audio.pcm()) == pytest.approx(880, abs=5)
+        assert emulator.bot_audio.decrypt_failures == emulator.bot_audio.decode_failures == 0
+
+        upgraded = await emulator.dave_upgrade()
+        await until(lambda: vc._connection.dave_protocol_version == 1, "discord.py to upgrade")
+        assert upgraded.dave_enabled and upgraded.privacy_code != first.privacy_code
+        assert vc.voice_privacy_code == upgraded.privacy_code
+        assert await heard(vc, emulator, ALICE, 600.0) == pytest.approx(600, abs=5)
+        emulator.bot_audio.reset()
+        await play(vc, tone(700.0, 0.4))
+        await until(lambda: emulator.bot_audio.silence_frames >= 5, "the end of playback")
+        assert dominant_hz(emulator.bot_audio.pcm()) == pytest.approx(700, abs=5)
+        assert emulator.bot_audio.decrypt_failures == 0
         await vc.disconnect()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import davey
 
 from openab_voice.errors import EmulatorError
-from openab_voice.testing.emulator.mls import DaveGroup, Proposal
+from openab_voice.testing.emulator.mls import DaveGroup, ExternalSender, Proposal
 from openab_voice.testing.emulator.mls_wire import MlsWireError, split_commit_welcome
 
 OPUS_SILENCE = b"\xf8\xff\xfe"
@@ -57,15 +57,45 @@ class DavePeer:
         member_ids: fake users already in the call.
     """
 
-    def __init__(self, *, channel_id: int, bot_id: int, recorder_id: int, member_ids: list[int]) -> None:
+    def __init__(
+        self,
+        *,
+        channel_id: int,
+        bot_id: int,
+        recorder_id: int,
+        member_ids: list[int],
+        external_sender: ExternalSender | None = None,
+        first_transition: int = 1,
+    ) -> None:
         self.bot_id = bot_id
         self.recorder_id = recorder_id
-        self.group = DaveGroup(channel_id, [recorder_id, *member_ids])
-        self._ids = itertools.count(1)
+        self.group = DaveGroup(channel_id, [recorder_id, *member_ids], external_sender=external_sender)
+        self._ids = itertools.count(first_transition)
+        # Protocol version each announced transition switches to (ops 21 and 30), by id.
+        self.versions: dict[int, int] = {}
         # Transitions announced to the bot that it has not confirmed with op 23 yet.
         self._pending: set[int] = set()
         self._welcome_transition: int | None = None
         self.bot_joined = False
+
+    def regroup(self, member_ids: list[int]) -> DavePeer:
+        """A new group for the same call (op 24 epoch 1, an upgrade): same external sender, fresh
+        members, transition ids continuing."""
+        return DavePeer(
+            channel_id=self.group.channel_id,
+            bot_id=self.bot_id,
+            recorder_id=self.recorder_id,
+            member_ids=member_ids,
+            external_sender=self.group.external_sender,
+            first_transition=self._next_transition() + 1,
+        )
+
+    def prepare_downgrade(self) -> int:
+        """op 21 to protocol version 0: returns the transition id the bot must confirm."""
+        transition = self._next_transition()
+        self._pending.add(transition)
+        self.versions[transition] = 0
+        return transition
 
     def _next_transition(self) -> int:
         # u16 on the wire and 0 means "no transition" (discord.py skips op 23 for it).
@@ -91,6 +121,7 @@ class DavePeer:
         transition = self._next_transition()
         self._pending.add(transition)
         self._welcome_transition = transition
+        self.versions[transition] = 1
         self.bot_joined = False
         return transition, welcome
 

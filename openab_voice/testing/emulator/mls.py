@@ -164,19 +164,23 @@ class DaveGroup:
     Args:
         channel_id: the voice channel id; DAVE uses it (8 bytes big-endian) as the MLS group id.
         member_ids: user ids of the members, at least one. The first is the committer.
+        external_sender: the voice server's signing identity; a group re-created in the same call
+            (an upgrade after a downgrade) keeps it, as clients keep the one op 25 gave them.
 
     Raises:
         ValueError: if ``member_ids`` is empty or has duplicates.
     """
 
-    def __init__(self, channel_id: int, member_ids: list[int]) -> None:
+    def __init__(
+        self, channel_id: int, member_ids: list[int], *, external_sender: ExternalSender | None = None
+    ) -> None:
         if not member_ids:
             raise ValueError("a DAVE group needs at least one member")
         if len(set(member_ids)) != len(member_ids):
             raise ValueError("duplicate member ids")
         self.channel_id = channel_id
         self.group_id = channel_id.to_bytes(8, "big")
-        self.external_sender = ExternalSender()
+        self.external_sender = external_sender or ExternalSender()
         self._transition_ids = itertools.count(1)
         # The latest op 27 payload and its winning commit (op 29 body), for an emulator to forward
         # to members whose sessions live elsewhere (e.g. the bot after :meth:`admit`).

@@ -186,7 +186,7 @@ class RtpStream:
             if self._encoder is None:
                 self._encoder = Encoder()
             payload = self._encoder.encode(chunk.ljust(DISCORD_FRAME_BYTES, b"\x00"), DISCORD_FRAME_SAMPLES)
-            if conn.dave is not None and options.dave_user is not None:
+            if conn.dave is not None and conn.dave_version > 0 and options.dave_user is not None:
                 payload = conn.dave.encrypt(options.dave_user, payload)
         header, extension = build_header(self._seq, self._ts, self.ssrc, extension=_AUDIO_LEVEL_EXTENSION)
         self._seq = (self._seq + 1) & 0xFFFF

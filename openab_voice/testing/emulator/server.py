@@ -401,6 +401,34 @@ class DiscordEmulator:
         )
         return transition.transition_id
 
+    async def dave_downgrade(self, timeout: float = 10.0) -> int:  # noqa: ASYNC109
+        """Downgrade the call to transport-only (op 21 protocol 0; the bot confirms with op 23 and
+        op 22 executes); returns the transition id once executed. Speakers then send plain Opus.
+
+        Raises:
+            EmulatorError: ``EMULATOR_BAD_INVOCATION`` without a DAVE call; ``EMULATOR_TIMEOUT``.
+        """
+        conn = await self._room.ready_connection()
+        if conn.dave is None or conn.dave_version == 0:
+            raise EmulatorError("DAVE is not in force on this call", code="EMULATOR_BAD_INVOCATION")
+        transition = await self._voice.downgrade(conn)
+        async with HangGuard(timeout, "the bot did not confirm the DAVE downgrade"):
+            await conn.wait_executed(transition)
+        return transition
+
+    async def dave_upgrade(self, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
+        """Upgrade a downgraded call back to DAVE: op 24 (epoch 1, a new group), the bot's key
+        package, its welcome (op 30), ops 23/22. Returns once the bot is in the new group.
+
+        Raises:
+            EmulatorError: ``EMULATOR_BAD_INVOCATION`` unless the call was downgraded; ``EMULATOR_TIMEOUT``.
+        """
+        conn = await self._room.ready_connection()
+        if conn.dave is None or conn.dave_version != 0:
+            raise EmulatorError("only a downgraded DAVE call can be upgraded", code="EMULATOR_BAD_INVOCATION")
+        await self._voice.upgrade(conn)
+        return await self.wait_dave_synced(timeout)
+
     async def wait_dave_synced(self, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
         """Wait until the bot holds the DAVE group's current epoch (after a re-join, say).
 
@@ -459,7 +487,7 @@ class DiscordEmulator:
         if conn is None or conn.cipher is None:
             self.unknown_packets += 1
             return
-        dave = None if conn.dave is None else conn.dave.decrypt_from_bot
+        dave = None if conn.dave is None or conn.dave_version == 0 else conn.dave.decrypt_from_bot
         self.bot_audio.feed(data, conn.cipher, dave, self._clock.monotonic())
 
     async def send_raw_udp(self, data: bytes) -> None:

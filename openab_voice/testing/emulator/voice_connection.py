@@ -92,6 +92,9 @@ class VoiceConnection:
         self.secret_key: bytes | None = None
         self.cipher: TransportCipher | None = None
         self.dave: DavePeer | None = None
+        # The DAVE protocol version in force (ops 21/22 downgrade it to 0, op 24 + a welcome
+        # upgrade it back); media is end-to-end encrypted only while it is 1.
+        self.dave_version = 0
         self.bot_addr: Address | None = None
         self.bot_speaking = 0
         self.ready = asyncio.Event()
@@ -185,8 +188,8 @@ class VoiceConnection:
         if self.mode is None or self.secret_key is None or self.credentials is None:
             raise EmulatorError("voice session not negotiated yet", code="EMULATOR_NOT_CONNECTED")
         return VoiceSessionInfo(
-            dave_enabled=self.dave is not None,
-            privacy_code=None if self.dave is None else self.dave.privacy_code,
+            dave_enabled=self.dave is not None and self.dave_version > 0,
+            privacy_code=None if self.dave is None or self.dave_version == 0 else self.dave.privacy_code,
             mode=self.mode,
             bot_ssrc=self.ssrc,
             session_id=self.credentials.session_id,
@@ -250,3 +253,7 @@ class VoiceConnection:
 
     def mark_executed(self, transition_id: int) -> None:
         self._executed.setdefault(transition_id, asyncio.Event()).set()
+
+    async def wait_executed(self, transition_id: int) -> None:
+        """Until op 22 went out for ``transition_id`` or the session ended; callers bound it."""
+        await wait_any(self._executed.setdefault(transition_id, asyncio.Event()), self.closed)

@@ -40,6 +40,8 @@ from openab_voice.testing.emulator.voice_connection import (
     OP_CLIENT_CONNECT,
     OP_CLIENTS_CONNECT,
     OP_DAVE_EXECUTE,
+    OP_DAVE_PREPARE_EPOCH,
+    OP_DAVE_PREPARE_TRANSITION,
     OP_DAVE_READY,
     OP_HEARTBEAT,
     OP_HEARTBEAT_ACK,
@@ -352,6 +354,7 @@ class VoiceGateway:
         dave = self._config.dave and conn.max_dave_version >= 1
         members = [u.id for u in self._state.fake_voice_members()]
         if dave:
+            conn.dave_version = 1
             conn.dave = DavePeer(
                 channel_id=self._state.ids.voice_channel_id,
                 bot_id=conn.credentials.user_id,
@@ -390,12 +393,28 @@ class VoiceGateway:
         if conn.dave is None or not conn.dave.transition_ready(transition):
             return  # unknown or repeated ids are ignored, as a server would
         await conn.send_json(OP_DAVE_EXECUTE, {"transition_id": transition})
+        conn.dave_version = conn.dave.versions.pop(transition, conn.dave_version)
         conn.mark_executed(transition)
         if conn.dave.bot_joined:
             conn.dave_synced.set()
             if not conn.ready.is_set():
                 conn.ready.set()
             await self._notify()
+
+    async def downgrade(self, conn: VoiceConnection) -> int:
+        """op 21 ``{protocol_version: 0}``; returns the transition id (executed on the bot's op 23)."""
+        assert conn.dave is not None
+        transition = conn.dave.prepare_downgrade()
+        await conn.send_json(OP_DAVE_PREPARE_TRANSITION, {"protocol_version": 0, "transition_id": transition})
+        return transition
+
+    async def upgrade(self, conn: VoiceConnection) -> None:
+        """op 24 ``{protocol_version: 1, epoch: 1}``: a new group; the bot answers with a key package
+        and is welcomed into it (op 30, then ops 23/22 switch it to version 1)."""
+        assert conn.dave is not None
+        conn.dave = conn.dave.regroup([u.id for u in self._state.fake_voice_members()])
+        conn.dave_synced.clear()
+        await conn.send_json(OP_DAVE_PREPARE_EPOCH, {"protocol_version": 1, "epoch": 1})
 
     async def _invalid_commit(self, conn: VoiceConnection, transition_id: int) -> None:
         """op 31: the bot could not process a commit or welcome. It re-initialises and sends a new
