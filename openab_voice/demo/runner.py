@@ -92,6 +92,10 @@ def _latest_proposal(h: BotOnEmulator) -> tuple[int, str] | None:
 
 async def _event_script(h: BotOnEmulator, event: EventItem) -> None:
     await h.at(event.at)
+    if event.voice is not None:
+        print(f"[demo] {event.at:.1f}s: {await h.emulator.apply_voice_event(event.voice_event())}")
+        return
+    assert event.by is not None
     user_id = int(event.by)
     if event.click is not None:
         latest = _latest_proposal(h)

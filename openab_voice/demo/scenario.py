@@ -20,9 +20,10 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
       ],
       "operator": "1001",      # the only user whose button click confirms actions (actions on when set)
       "acp_agent": ["cmd", "arg"],   # the ACP agent per action (default: the scripted test agent)
-      "events": [              # things people do in the text channel
+      "events": [              # things people do in the text channel, and things Discord does to voice
         {"at": 9.0, "click": "confirm", "by": "1001"},   # on the latest pending proposal
-        {"at": 12.0, "slash": "voice actions", "by": "1002"}
+        {"at": 12.0, "slash": "voice actions", "by": "1002"},
+        {"at": 14.0, "voice": "close", "code": 4015}     # see openab_voice/testing/emulator/voice_events.py
       ]
     }
 
@@ -41,6 +42,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator.voice_events import VoiceAction, VoiceEvent
 
 
 class AudioItem(BaseModel):
@@ -77,24 +79,42 @@ class SpeakerSpec(BaseModel):
 
 
 class EventItem(BaseModel):
-    """A text-channel action: a button click on the latest pending proposal, or a ``/voice`` command."""
+    """A text-channel action (a button click on the latest pending proposal, or a ``/voice``
+    command, ``by`` a speaker) or a voice-side event (``voice``: see :class:`VoiceEvent`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     at: float = Field(ge=0)
-    by: str
+    by: str | None = None
     click: Literal["confirm", "reject"] | None = None
     slash: str | None = Field(default=None, min_length=1, max_length=200)
+    voice: VoiceAction | None = None
+    code: int | None = None
+    seconds: float | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> EventItem:
-        if (self.click is None) == (self.slash is None):
-            raise ValueError("give exactly one of 'click' or 'slash'")
+        if sum(kind is not None for kind in (self.click, self.slash, self.voice)) != 1:
+            raise ValueError("give exactly one of 'click', 'slash' or 'voice'")
+        if self.voice is not None:
+            if self.by is not None:
+                raise ValueError("voice events have no 'by'")
+            self.voice_event()  # validates code / seconds
+            return self
+        if self.by is None:
+            raise ValueError("click and slash events need 'by'")
+        if self.code is not None or self.seconds is not None:
+            raise ValueError("'code' and 'seconds' only go with 'voice'")
         if self.slash is not None:
             words = self.slash.split()
             if len(words) < 2 or words[0] != "voice" or words[1] not in SLASH_SUBCOMMANDS:
                 raise ValueError(f"slash must be 'voice <{'|'.join(SLASH_SUBCOMMANDS)}> [args]'")
         return self
+
+    def voice_event(self) -> VoiceEvent:
+        """The voice event this item names (``voice`` must be set)."""
+        assert self.voice is not None
+        return VoiceEvent(at=self.at, voice=self.voice, code=self.code, seconds=self.seconds)
 
     @property
     def subcommand(self) -> str:
@@ -136,7 +156,7 @@ class Scenario(BaseModel):
         if self.operator is not None and self.operator not in known:
             raise ValueError("operator must be one of the speaker ids")
         for event in self.events:
-            if event.by not in known:
+            if event.by is not None and event.by not in known:
                 raise ValueError(f"event 'by' {event.by} is not a speaker id")
         if self.events and any(e.click for e in self.events) and self.operator is None:
             raise ValueError("click events need an 'operator' (actions are off without one)")

@@ -10,7 +10,7 @@ from typing import Any
 import discord
 import pytest
 
-from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig, running_client
+from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig, VoiceEvent, running_client
 from tests.e2e.conftest import ClientFactory
 from tests.e2e.test_emulator import Capture, decode_speaker, dominant_hz, play, tone, until
 
@@ -268,3 +268,35 @@ async def test_downgrade_to_transport_only_and_upgrade_back(
         assert dominant_hz(emulator.bot_audio.pcm()) == pytest.approx(700, abs=5)
         assert emulator.bot_audio.decrypt_failures == 0
         await vc.disconnect()
+
+
+@pytest.mark.parametrize("emulator", [DAVE_ON], indirect=True)
+async def test_every_scripted_voice_event_runs(
+    emulator: DiscordEmulator, discord_client: ClientFactory
+) -> None:
+    """Each scenario ``voice`` event through ``apply_voice_event``, audio checked after each."""
+    emulator.add_user(ALICE, "alice")
+    client: discord.Client = discord_client()
+    async with running_client(emulator, client):
+        vc = await connect(client, emulator, reconnect=True)
+        await emulator.wait_voice_ready()
+        script = [
+            VoiceEvent(at=0.0, voice="blackout", seconds=0.1),
+            VoiceEvent(at=0.0, voice="dave_invalid_commit"),
+            VoiceEvent(at=0.0, voice="dave_downgrade"),
+            VoiceEvent(at=0.0, voice="dave_upgrade"),
+            VoiceEvent(at=0.0, voice="move"),
+        ]
+        for i, event in enumerate(script):
+            said = await emulator.apply_voice_event(event)
+            assert said
+            if event.voice == "move":
+                await until(lambda: (4014, False) in emulator.voice_stats()["closes"], "the move")
+                await emulator.wait_voice_ready(timeout=20)
+            await emulator.wait_dave_synced()
+            await until(lambda: vc.is_connected() and vc.ssrc == emulator.voice_session().bot_ssrc, "the bot")  # type: ignore[union-attr]
+            freq = 400.0 + 50 * i
+            assert await heard(vc, emulator, ALICE, freq) == pytest.approx(freq, abs=5), event
+        assert "4015" in await emulator.apply_voice_event(VoiceEvent(at=0.0, voice="close"))
+        assert emulator.voice_stats()["closes"][-1] == (4015, True)
+        await vc.disconnect(force=True)

@@ -11,6 +11,7 @@ from openab_voice.testing.emulator.rtp_stream import SendReport
 from openab_voice.testing.emulator.server import DiscordEmulator
 from openab_voice.testing.emulator.speakers import FakeSpeaker
 from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
+from openab_voice.testing.emulator.voice_events import VOICE_ACTIONS, VoiceEvent
 from openab_voice.testing.emulator.wav import load_wav_48k_stereo
 
 __all__ = [
@@ -24,7 +25,9 @@ __all__ = [
     "Interaction",
     "InteractionReply",
     "SendReport",
+    "VOICE_ACTIONS",
     "UnknownHostError",
+    "VoiceEvent",
     "VoiceSessionInfo",
     "build_client",
     "load_wav_48k_stereo",

@@ -14,7 +14,7 @@ import socket
 import ssl
 import struct
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, assert_never
 
 import aiohttp
 from aiohttp import web
@@ -38,6 +38,7 @@ from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, Stre
 from openab_voice.testing.emulator.speakers import FakeSpeaker
 from openab_voice.testing.emulator.user_actions import UserActions
 from openab_voice.testing.emulator.voice_connection import OP_MLS_ANNOUNCE_COMMIT, VoiceSessionInfo
+from openab_voice.testing.emulator.voice_events import VoiceEvent
 from openab_voice.testing.emulator.voice_gateway import VoiceGateway
 from openab_voice.testing.emulator.voice_room import VoiceRoom
 from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
@@ -400,6 +401,33 @@ class DiscordEmulator:
             OP_MLS_ANNOUNCE_COMMIT, struct.pack(">H", transition.transition_id) + transition.commit
         )
         return transition.transition_id
+
+    async def apply_voice_event(self, event: VoiceEvent) -> str:
+        """Run one scripted voice event now (its ``at`` is the caller's to honour); returns what
+        happened, for a log line.
+
+        Raises:
+            EmulatorError: as the method the event maps to.
+        """
+        match event.voice:
+            case "close":
+                await self.close_voice(event.close_code)
+                return f"voice websocket closed with {event.close_code}"
+            case "move":
+                return f"voice server moved to port {self.move_voice_server()}"
+            case "blackout":
+                assert event.seconds is not None
+                await self.udp_blackout(event.seconds)
+                return f"voice UDP blacked out for {event.seconds:g} s"
+            case "dave_invalid_commit":
+                return f"unprocessable DAVE commit sent (transition {await self.dave_send_invalid_commit()})"
+            case "dave_downgrade":
+                return f"DAVE downgraded (transition {await self.dave_downgrade()})"
+            case "dave_upgrade":
+                info = await self.dave_upgrade()
+                return f"DAVE upgraded (privacy code {info.privacy_code})"
+            case _:  # pragma: no cover - exhaustive over VoiceAction
+                assert_never(event.voice)
 
     async def dave_downgrade(self, timeout: float = 10.0) -> int:  # noqa: ASYNC109
         """Downgrade the call to transport-only (op 21 protocol 0; the bot confirms with op 23 and
