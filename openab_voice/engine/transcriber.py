@@ -478,8 +478,8 @@ class Transcriber:
         best, waited_most = None, 0
         for speaker in self._speakers.values():
             utt = speaker.current
-            if utt is None or speaker.busy or speaker.finishing:
-                continue
+            if utt is None or speaker.busy or speaker.finishing or utt.speculated:
+                continue  # a speculated pause has no new speech: its final is already decoded
             waited = self._partial_wait(utt)
             if waited is not None and waited > waited_most:
                 best, waited_most = utt, waited  # the longest-waiting speaker first

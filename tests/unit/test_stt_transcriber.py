@@ -498,6 +498,21 @@ def test_the_final_ends_where_the_vad_placed_the_end_of_speech_not_a_minimum_sil
     assert isinstance(final, TranscriptFinal) and final.audio_end == pytest.approx(101.2)
 
 
+def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_back() -> None:
+    stt = ScriptedStt(words_by_length("what time is it"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    speech = timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0)
+    rig.feed(speech + hangover("alice", 101.2, 0.2))
+    assert rig.of(TranscriptSpeculative)
+    calls = len(stt.calls)
+    rig.hold = True  # a decode started from here would still be in flight at the end
+    rig.feed(hangover("alice", 101.4, 1.0))  # long enough for several partials to fall due
+    assert len(stt.calls) == calls and not rig.held
+    rig.feed([frame("alice", 102.4, speech=False)])
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
+
+
 def test_speech_after_a_speculative_final_makes_it_stale() -> None:
     stt = ScriptedStt(words_by_length("one two three four five six"))
     rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
