@@ -98,6 +98,7 @@ _INTERRUPT_AFTER_S = 1.0  # after the bot's first audio reached the emulator
 _ONSET_DBFS = -40.0  # a 20 ms frame louder than this starts the speech
 _FRAME_BYTES = 48_000 * 4 // 50  # 20 ms of 48 kHz stereo s16le
 _POLL_S = 0.005
+_PAUSE_S = 0.15  # no bot audio this long: the bot paused (packets come every 20 ms while it speaks)
 _WAIT_S = 30.0
 _QUIET_S = 0.4  # bot silent and listening this long: the round is over
 _CONCLUDE_S = 5.0  # after the interruption was said, its transcript (or discard) comes within this
@@ -358,24 +359,48 @@ async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None
     await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
     mark = len(s.events)
     said = s.clock.monotonic()
-    await speaker.say(clips.stop)
     onset = said + clips.stop_onset_s
+    # The interrupted answer ends at the last packet before the first pause in the bot's audio after
+    # the onset. Its reply to "stop" can only begin once the stop was said and its end confirmed
+    # (prepared ahead, it may start at once then), so that pause always comes first; an answer that
+    # was never cut runs on, and its own end is then the figure.
+    answer_end = asyncio.ensure_future(_audio_pause_after(s, onset, mark))
+    try:
+        await speaker.say(clips.stop)
 
-    def concluded() -> bool:
-        return s.user_idle() and bool(s.of(TranscriptFinal, mark) or s.of(TranscriptDiscarded, mark))
+        def concluded() -> bool:
+            return s.user_idle() and bool(s.of(TranscriptFinal, mark) or s.of(TranscriptDiscarded, mark))
 
-    # A reply to the interruption starts at least one LLM TTFT after its final, so the last audio
-    # before that final belongs to the interrupted answer. With no transcript at all (the words were
-    # never detected), the answer runs on: its end is then the last audio once the bot is quiet.
-    if not await s.poll(concluded, _CONCLUDE_S):
-        await s.settle()
-    last = s.h.emulator.bot_audio.last_audio_at
+        if not await s.poll(concluded, _CONCLUDE_S):
+            await s.settle()
+        last = await asyncio.wait_for(answer_end, _WAIT_S)
+    finally:
+        answer_end.cancel()
     if not s.of(InterruptionDetected, mark):
         samples.missed_barge_ins += 1
     if last is not None and last > onset:
         samples.barge_in.append((last - onset) * 1000.0)
         _stages(s, mark, onset, last, samples.stages)
     await s.settle()  # the reply to "stop", if its words were understood
+
+
+async def _audio_pause_after(s: _Session, onset: float, mark: int) -> float | None:
+    """The arrival of the bot's last audio packet before its first pause (``_PAUSE_S`` without audio)
+    after ``onset`` once the answer was cut or ended (a gap between two sentences is no end); None
+    when the bot sent nothing after the onset."""
+    sink = s.h.emulator.bot_audio
+
+    def over() -> bool:
+        return bool(s.of(InterruptionDetected, mark) or s.of(BotUtteranceFinished, mark))
+
+    while True:
+        last, now = sink.last_audio_at, s.clock.monotonic()
+        if last is None or last <= onset:
+            if now - onset >= _PAUSE_S and over():
+                return None
+        elif now - last >= _PAUSE_S and over():
+            return last
+        await s.clock.sleep(_POLL_S)
 
 
 def _stages(s: _Session, mark: int, onset: float, last: float, out: dict[str, list[float]]) -> None:
