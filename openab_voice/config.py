@@ -196,6 +196,27 @@ class Settings(BaseSettings):
         default=None, description="Git repository; each action works in a fresh worktree of it."
     )
 
+    # --- executors and leases ---
+    node_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$",
+        description=(
+            "This process's name in job leases (default: the host name); unique among live bots, and "
+            "among live workers, sharing one store. A restarted bot loses its own previous leases."
+        ),
+    )
+    lease_s: float = Field(
+        default=30.0,
+        ge=2,
+        le=3600,
+        description="A running job whose lease is not renewed for this long is lost (outcome_unknown).",
+    )
+    heartbeat_s: float = Field(
+        default=10.0, gt=0, le=1800, description="How often leases are renewed and dead ones reaped."
+    )
+
     @field_validator("trusted_listener_ids", "acp_env_allowlist", "acp_env", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
@@ -229,6 +250,8 @@ class Settings(BaseSettings):
             raise ValueError("operator_user_id is required when actions_enabled")
         if self.actions_enabled and not self.acp_agent_command.strip():
             raise ValueError("acp_agent_command is required when actions_enabled")
+        if self.heartbeat_s * 2 > self.lease_s:
+            raise ValueError("heartbeat_s must be at most half of lease_s")
         return self
 
     @classmethod

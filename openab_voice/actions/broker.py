@@ -93,10 +93,18 @@ class ActionBroker:
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> list[ActionRecord]:
-        """Reconcile what a previous process left (running → outcome_unknown, stale proposals expire),
-        then sweep expiries periodically. Returns the reconciled actions."""
-        changed = await self._jobs.call(self._store.reconcile_after_restart, actor="startup")
+    async def start(
+        self, *, own_lease_prefix: str | None = None, fail_unleased_confirmed: bool = True
+    ) -> list[ActionRecord]:
+        """Reconcile what a previous process left (dead running jobs → outcome_unknown, stale proposals
+        expire; see ``JobStore.reconcile_after_restart``), then sweep expiries periodically. Returns
+        the reconciled actions."""
+        changed = await self._jobs.call(
+            self._store.reconcile_after_restart,
+            actor="startup",
+            own_lease_prefix=own_lease_prefix,
+            fail_unleased_confirmed=fail_unleased_confirmed,
+        )
         for record in changed:
             self._jobs.changed(record, previous=None, actor="startup", reason="reconciled after restart")
         self._sweeper = asyncio.create_task(self._sweep(), name="action-expiry-sweep")

@@ -40,6 +40,7 @@ from openab_voice.actions.events import (
     AgentToolCall,
     PermissionDecided,
 )
+from openab_voice.actions.leases import LeaseKeeper
 from openab_voice.actions.ports import CancelReply, ControlChannel, VoiceSide
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
@@ -105,9 +106,14 @@ class ActionExecutor:
         agent: AgentSettings,
         bus: EventBus,
         clock: Clock,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         self._store = store
         self._jobs = JobWriter(store, bus=bus, clock=clock)
+        # Leases the jobs it starts and stops an agent whose lease was lost (None: no lease written).
+        self._leases = leases
+        if leases is not None:
+            leases.on_lost = self._lease_lost
         self._workspaces = workspaces
         self._channel = channel
         self._voice = voice
@@ -166,8 +172,18 @@ class ActionExecutor:
         def done(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(key, None)
             self._launches.pop(key, None)
+            if self._leases is not None:
+                self._leases.drop(key)
 
         return done
+
+    def _lease_lost(self, action_id: str) -> None:
+        """Another process reaped this action (our heartbeat failed for a whole lease): stop its agent.
+
+        The store already says ``outcome_unknown``; the settle that follows finds that and only
+        quarantines the workspace on disk.
+        """
+        self.cancel(action_id)
 
     def lift_quarantine(self, action_id: str) -> None:
         """Remove the quarantine marker of ``action_id``'s workspace (the store was reconciled first)."""
@@ -228,9 +244,12 @@ class ActionExecutor:
                 await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
             return
         try:
+            lease = self._leases.lease_fields() if self._leases is not None else {}
             running = await self._jobs.apply(
-                record, JobEvent.START, "system", "agent starting", workspace_id=workspace.id
+                record, JobEvent.START, "system", "agent starting", workspace_id=workspace.id, **lease
             )
+            if self._leases is not None:
+                self._leases.hold(record.id)
         except StaleTransition:
             # Cancelled between the confirmation and now: nothing ran; give the workspace back.
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
@@ -313,22 +332,40 @@ class ActionExecutor:
 
     async def _settle(self, record: ActionRecord, workspace: Workspace, completion: TurnCompletion) -> None:
         event = _EVENT_FOR[completion.execution]
-        final = await self._jobs.apply(
-            record,
-            event,
-            "agent",
-            completion.detail or completion.execution.value,
-            result_text=completion.output,
-            stop_reason=completion.stop_reason,
-            error_code=completion.error_code,
-            detail=completion.detail,
-        )
+        try:
+            final = await self._jobs.apply(
+                record,
+                event,
+                "agent",
+                completion.detail or completion.execution.value,
+                result_text=completion.output,
+                stop_reason=completion.stop_reason,
+                error_code=completion.error_code,
+                detail=completion.detail,
+            )
+        except StaleTransition:
+            await self._settle_reaped(record, workspace)
+            return
         self._launches.pop(record.id, None)  # settled: a cancel now reads the final status
         if completion.quarantined:
             await self._quarantine(record, workspace, completion.detail)
         else:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
         await self._results.deliver(final, completion)
+
+    async def _settle_reaped(self, record: ActionRecord, workspace: Workspace) -> None:
+        """The job changed under a running agent: only a reaper does that (our lease had expired).
+
+        Its verdict stands (``outcome_unknown``, the workspace quarantined in the store); the agent's
+        own outcome is not written over it, and the workspace is quarantined on disk too.
+        """
+        self._launches.pop(record.id, None)
+        current = await self._jobs.call(self._store.require, record.id)
+        log.warning("action %s was decided elsewhere (%s) while its agent ran", record.id, current.status)
+        if current.status is JobStatus.OUTCOME_UNKNOWN:
+            await asyncio.to_thread(self._workspaces.quarantine, workspace, current.detail or "lease lost")
+        else:
+            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
 
     async def _settle_stopped(self, action_id: str, launch: _Launch) -> None:
         """Settle an action whose task was cancelled, shielded and bounded; never raises.

@@ -9,12 +9,15 @@ from __future__ import annotations
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
+from openab_voice.actions.leases import LeaseKeeper, LeaseSettings
 from openab_voice.actions.ports import ControlChannel, VoiceSide
 from openab_voice.actions.requests import BrokerSettings
+from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.jobs import JobStatus
 from openab_voice.store.jobs import JobStore
+from openab_voice.store.records import ActionRecord
 
 
 class ActionPlane:
@@ -31,9 +34,15 @@ class ActionPlane:
         voice: VoiceSide,
         bus: EventBus,
         clock: Clock,
+        leases: LeaseSettings | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces
+        self._leases = LeaseKeeper(
+            JobWriter(store, bus=bus, clock=clock),
+            leases or LeaseSettings(),
+            on_reaped=self._quarantine_on_disk,
+        )
         self._executor = ActionExecutor(
             store=store,
             workspaces=workspaces,
@@ -42,6 +51,7 @@ class ActionPlane:
             agent=agent,
             bus=bus,
             clock=clock,
+            leases=self._leases,
         )
         self._broker = ActionBroker(
             store=store,
@@ -67,15 +77,29 @@ class ActionPlane:
     def executor(self) -> ActionExecutor:
         return self._executor
 
+    @property
+    def leases(self) -> LeaseKeeper:
+        return self._leases
+
     async def start(self) -> None:
-        """Restart reconciliation (running → outcome_unknown, its workspace quarantined in the store and
-        on disk, never re-run), then the expiry sweeper."""
-        for record in await self.broker.start():
+        """Restart reconciliation (dead running jobs → outcome_unknown, their workspaces quarantined in
+        the store and on disk, never re-run; jobs with a live lease of another process are left
+        alone), then the expiry sweeper and the lease heartbeat (renewal and reaper)."""
+        reconciled = await self.broker.start(own_lease_prefix=self._leases.settings.prefix)
+        for record in reconciled:
             if record.status is JobStatus.OUTCOME_UNKNOWN:
-                workspace = self._workspaces.locate(record.id)
-                if workspace.private.is_dir():
-                    self._workspaces.quarantine(workspace, "process restarted while the action was running")
+                self._quarantine_on_disk(record)
+        self._leases.start()
+
+    def _quarantine_on_disk(self, record: ActionRecord) -> None:
+        """Mark a lost job's workspace on disk too, where it lives on this machine."""
+        workspace = self._workspaces.locate(record.id)
+        if workspace.private.is_dir():
+            self._workspaces.quarantine(
+                workspace, record.detail or "its process stopped while it was running"
+            )
 
     async def aclose(self) -> None:
         await self._broker.aclose()
         await self._executor.aclose()
+        await self._leases.aclose()  # last: the executor's settling agents keep their leases

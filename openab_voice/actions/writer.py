@@ -27,6 +27,7 @@ class JobWriter:
 
     def __init__(self, store: JobStore, *, bus: EventBus, clock: Clock) -> None:
         self.store = store
+        self.clock = clock
         self._bus = bus
         self._clock = clock
 

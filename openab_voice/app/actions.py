@@ -8,12 +8,13 @@ import logging
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openab_voice.acp.sandbox import build_sandbox
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.execution import AgentSettings, workspace_root
+from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings, default_node
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.clock import Clock
 from openab_voice.config import Settings, parse_agent_env_entry
@@ -38,6 +39,7 @@ class ActionParts:
     broker: BrokerSettings
     agent: AgentSettings
     channel_id: int | None = None
+    leases: LeaseSettings = field(default_factory=LeaseSettings)
 
 
 def build_action_parts(
@@ -96,4 +98,15 @@ def build_action_parts(
         broker=broker,
         agent=agent,
         channel_id=settings.action_channel_id,
+        leases=lease_settings(settings, role=LOCAL_ROLE),
+    )
+
+
+def lease_settings(settings: Settings, *, role: str) -> LeaseSettings:
+    """The lease length, heartbeat and node name of a process of ``role`` (``local`` or ``executor``)."""
+    return LeaseSettings(
+        role=role,
+        node=settings.node_id or default_node(),
+        lease_s=settings.lease_s,
+        heartbeat_s=settings.heartbeat_s,
     )

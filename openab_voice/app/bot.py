@@ -79,6 +79,7 @@ class Application:
                 voice=sessions,
                 bus=self.bus,
                 clock=self.clock,
+                leases=self.actions.leases,
             )
         broker = plane.broker if plane is not None else None
         factory = SessionFactory(

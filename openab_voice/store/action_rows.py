@@ -7,9 +7,9 @@ together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
 from openab_voice.errors import ActionError, StaleTransition
@@ -82,8 +82,11 @@ def apply_event(
     reason: str,
     expected_version: int | None,
     values: Mapping[str, object],
+    where: Sequence[ColumnElement[bool]] = (),
 ) -> ActionRecord:
     """Compare-and-set the action from its current status to the one ``event`` leads to, and log it.
+
+    ``where`` adds conditions to the compare-and-set (the reaper's "the lease is still expired").
 
     Raises:
         ActionError: ``ACTION_UNKNOWN`` or ``ACTION_ILLEGAL_TRANSITION``.
@@ -94,7 +97,13 @@ def apply_event(
         raise stale(action_id, expected_version, version)
     target = transition(source, event)
     row = compare_and_set(
-        session, action_id, now=now, version=version, status=source, values={"status": target.value, **values}
+        session,
+        action_id,
+        now=now,
+        version=version,
+        status=source,
+        values={"status": target.value, **values},
+        where=where,
     )
     if row is None:
         raise stale(action_id, version, None)
@@ -120,13 +129,14 @@ def compare_and_set(
     version: int,
     status: JobStatus | None,
     values: Mapping[str, object],
+    where: Sequence[ColumnElement[bool]] = (),
 ) -> Action | None:
-    """UPDATE the row only if it is still at ``version`` (and ``status``); None when it is not.
+    """UPDATE the row only if it is still at ``version`` (and ``status``, and ``where``); else None.
 
     The version in the WHERE clause is what makes racing writers safe without holding locks across
     calls: whoever commits first moves the version, and every other UPDATE then matches no row.
     """
-    conditions = [Action.id == action_id, Action.version == version]
+    conditions = [Action.id == action_id, Action.version == version, *where]
     if status is not None:
         conditions.append(Action.status == status.value)
     return session.execute(

@@ -1,9 +1,10 @@
 """The job repository: actions, their transitions, workspaces and the audit log.
 
 Every status change is a compare-and-set UPDATE (``WHERE id = ? AND status = ? AND version = ?``)
-committed together with its transition row *before* the caller performs the effect (write-ahead). If
-the process dies after that commit, restart reconciliation finds the job ``running`` and marks it
-``outcome_unknown`` instead of running it twice. Of two racing writers only one UPDATE matches; the
+committed together with its transition row *before* the caller performs the effect (write-ahead). A
+running job holds a lease its executor renews; if the executor dies, the lease expires and the reaper
+(or restart reconciliation of the same process) marks the job ``outcome_unknown`` instead of running
+it twice. Of two racing writers only one UPDATE matches; the
 other raises :class:`~openab_voice.errors.StaleTransition` with nothing written.
 
 :class:`JobStore` is synchronous and thread-safe (one engine, one short transaction per call); async
@@ -12,18 +13,18 @@ callers use ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Unpack
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from openab_voice.clock import Clock
 from openab_voice.errors import StaleTransition, StoreError
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
-from openab_voice.store import action_rows, workspace_rows
+from openab_voice.store import action_rows, lease_rows, workspace_rows
 from openab_voice.store.audit_rows import add_audit, audit_entries
 from openab_voice.store.convert import action_record, transition_record
 from openab_voice.store.database import translate_errors
@@ -34,10 +35,13 @@ from openab_voice.store.records import (
     AuditRecord,
     NewAction,
     TransitionRecord,
+    WorkerRecord,
+    WorkerState,
     WorkspaceRecord,
 )
 
 RESTART_REASON = "process restarted while running"
+LEASE_EXPIRED_REASON = "its executor stopped renewing the lease while it was running"
 EXPIRY_REASON = "not confirmed before it expired"
 
 
@@ -200,28 +204,84 @@ class JobStore:
         with self._transaction() as session:
             return action_rows.claim(session, now=self._clock.wall(), worker_id=worker_id, lease_s=lease_s)
 
-    # --- restart and expiry ---
+    # --- leases, restart and expiry ---
 
-    def reconcile_after_restart(self, *, actor: str = "startup") -> list[ActionRecord]:
-        """After a restart: lose every ``running`` action, fail confirmed ones, expire overdue proposals.
+    def renew_leases(self, owner: str, action_ids: Collection[str], *, lease_s: float) -> set[str]:
+        """Extend ``owner``'s leases on ``action_ids`` by ``lease_s`` from now (its heartbeat).
 
-        A running action becomes ``outcome_unknown`` (never re-run: nobody knows what the agent did)
-        and its workspace is quarantined, in one transaction. A confirmed action that never started
-        becomes ``failed`` (``ACTION_NOT_STARTED``: nothing ran; its confirmation belonged to a voice
-        session that is gone). Call it where no other live process runs actions from this store.
-        Returns the actions it changed; a second call changes nothing.
+        Returns the ids renewed; an id missing from it was lost (reaped, or finished elsewhere), and
+        its agent must be stopped. Does not move the jobs' versions.
         """
-        lost = [record for job in self.in_status(JobStatus.RUNNING) if (record := self._lose(job, actor))]
+        with self._transaction() as session:
+            return lease_rows.renew(
+                session, now=self._clock.wall(), owner=owner, action_ids=action_ids, lease_s=lease_s
+            )
+
+    def reap_expired_leases(self, *, actor: str, exclude_owner: str | None = None) -> list[ActionRecord]:
+        """Lose every ``running`` job whose lease expired: ``outcome_unknown``, its workspace quarantined.
+
+        Each in its own transaction, and only if the lease is still expired when the UPDATE runs: a
+        renewal that commits first keeps the job. ``exclude_owner`` (the caller's own owner id) is
+        never reaped: the caller knows its own jobs are alive. Returns the jobs it lost.
+        """
+        now = self._clock.wall()
+        with self._transaction() as session:
+            candidates = lease_rows.expired_running(session, now=now, exclude_owner=exclude_owner)
+        lost = []
+        for job_id, version in candidates:
+            record = self._lose(
+                job_id, version, actor, LEASE_EXPIRED_REASON, where=lease_rows.still_expired(now)
+            )
+            if record is not None:
+                lost.append(record)
+        return lost
+
+    def reconcile_after_restart(
+        self,
+        *,
+        actor: str = "startup",
+        own_lease_prefix: str | None = None,
+        fail_unleased_confirmed: bool = True,
+    ) -> list[ActionRecord]:
+        """After a restart: lose dead ``running`` jobs, fail dead confirmed ones, expire overdue proposals.
+
+        Leases decide, not the restart. A job is dead when it has no lease (written before leases), its
+        lease has expired, or its lease's owner starts with ``own_lease_prefix`` (a previous incarnation
+        of the restarting process). A job whose lease another live process holds is left alone. A dead
+        running job becomes ``outcome_unknown`` (never re-run: nobody knows what the agent did) and its
+        workspace is quarantined, in one transaction. A dead confirmed job that never started becomes
+        ``failed`` (``ACTION_NOT_STARTED``: nothing ran; its confirmation belonged to a voice session
+        that is gone) when ``fail_unleased_confirmed``; a bot whose executors are remote passes False,
+        since its confirmed jobs wait in the queue for a worker. Returns the actions it changed; a
+        second call changes nothing.
+        """
+        now = self._clock.wall()
+        with self._transaction() as session:
+            running = lease_rows.dead_after_restart(
+                session, now=now, status=JobStatus.RUNNING, owner_prefix=own_lease_prefix
+            )
+            confirmed = (
+                lease_rows.dead_after_restart(
+                    session, now=now, status=JobStatus.CONFIRMED, owner_prefix=own_lease_prefix
+                )
+                if fail_unleased_confirmed
+                else []
+            )
+        lost = [
+            record
+            for job_id, version in running
+            if (record := self._lose(job_id, version, actor, RESTART_REASON))
+        ]
         unstarted = []
-        for job in self.in_status(JobStatus.CONFIRMED):
+        for job_id, version in confirmed:
             try:
                 unstarted.append(
                     self.apply(
-                        job.id,
+                        job_id,
                         JobEvent.FAIL,
                         actor=actor,
                         reason="process restarted before it started; nothing ran",
-                        expected_version=job.version,
+                        expected_version=version,
                         error_code="ACTION_NOT_STARTED",
                     )
                 )
@@ -249,6 +309,20 @@ class JobStore:
             except StaleTransition:
                 continue  # confirmed, rejected or expired by someone else meanwhile: that stands
         return expired
+
+    # --- executor workers' registry ---
+
+    def report_worker(self, worker_id: str, *, node: str, state: WorkerState, running: int) -> None:
+        """Record that ``worker_id`` is alive in ``state`` with ``running`` actions (its heartbeat)."""
+        with self._transaction() as session:
+            lease_rows.report_worker(
+                session, now=self._clock.wall(), worker_id=worker_id, node=node, state=state, running=running
+            )
+
+    def workers(self, *, node: str | None = None) -> list[WorkerRecord]:
+        """The registered workers (of ``node`` if given), the most recent heartbeat first."""
+        with self._transaction() as session:
+            return lease_rows.workers(session, node=node)
 
     # --- audit ---
 
@@ -329,28 +403,25 @@ class JobStore:
         with translate_errors(self._engine.url), self._sessions.begin() as session:
             yield session
 
-    def _lose(self, job: ActionRecord, actor: str) -> ActionRecord | None:
+    def _lose(
+        self,
+        job_id: str,
+        version: int,
+        actor: str,
+        reason: str,
+        *,
+        where: Sequence[ColumnElement[bool]] = (),
+    ) -> ActionRecord | None:
         try:
             with self._transaction() as session:
-                record = action_rows.apply_event(
+                return lease_rows.lose(
                     session,
-                    job.id,
-                    JobEvent.LOSE,
+                    job_id,
+                    version=version,
                     now=self._clock.wall(),
                     actor=actor,
-                    reason=RESTART_REASON,
-                    expected_version=job.version,
-                    values={},
+                    reason=reason,
+                    where=where,
                 )
-                if record.workspace_id is not None:
-                    workspace_rows.quarantine(
-                        session,
-                        now=record.updated_at,
-                        workspace_id=record.workspace_id,
-                        action_id=record.id,
-                        reason=RESTART_REASON,
-                        actor=actor,
-                    )
-                return record
         except StaleTransition:
-            return None  # another process reconciled or finished it first: its transition stands
+            return None  # renewed, finished or reconciled by another process first: that stands

@@ -43,6 +43,8 @@ class Action(Base):
         Index(None, "status", "created_at"),
         # recent() lists a guild's newest actions.
         Index(None, "guild_id", "created_at"),
+        # The lease reaper and restart reconciliation scan running jobs by lease expiry.
+        Index(None, "status", "lease_until"),
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
@@ -71,6 +73,8 @@ class Action(Base):
     error_code: Mapped[str | None] = mapped_column(String(CODE_LENGTH))
     detail: Mapped[str | None] = mapped_column(Text)
     delivery_outcome: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    # Who runs it (``<role>:<node>/<incarnation>``) and until when, renewed by its heartbeat. A job is
+    # ``running`` on behalf of a live lease only; the reaper loses it once the lease has expired.
     lease_owner: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     lease_until: Mapped[float | None] = mapped_column(Double)
 
@@ -125,3 +129,20 @@ class IdempotencyKey(Base):
     key: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), index=True)
     created_at: Mapped[float] = mapped_column(Double)
+
+
+class ExecutorWorker(Base):
+    """A process that runs actions (the bot's in-process executor or an ``openab-voice executor``).
+
+    Written at its start and by each heartbeat: ``openab-voice executor --health`` reads it, and
+    operators see who holds which lease. The leases on ``actions`` decide; this row only reports.
+    """
+
+    __tablename__ = "executor_workers"
+
+    id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    node: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+    state: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    started_at: Mapped[float] = mapped_column(Double)
+    heartbeat_at: Mapped[float] = mapped_column(Double)
+    running: Mapped[int] = mapped_column(Integer)

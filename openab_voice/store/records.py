@@ -67,6 +67,8 @@ class ActionFields(TypedDict, total=False):
     error_code: str | None
     detail: str | None
     delivery_outcome: str | None
+    lease_owner: str | None
+    lease_until: float | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,3 +140,23 @@ class WorkspaceRecord:
     reason: str | None
     updated_at: float
     version: int
+
+
+class WorkerState(StrEnum):
+    """What an executor worker is doing. Stored in the database: keep values stable."""
+
+    RUNNING = "running"
+    DRAINING = "draining"  # SIGTERM: claims nothing new, settles what it holds
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerRecord:
+    """An executor worker as it last reported itself (heartbeats renew ``heartbeat_at``)."""
+
+    id: str
+    node: str
+    state: WorkerState
+    started_at: float
+    heartbeat_at: float
+    running: int

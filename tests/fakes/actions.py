@@ -27,6 +27,7 @@ from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
+from openab_voice.actions.leases import LeaseSettings
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import DeliveryFailed, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
@@ -294,12 +295,14 @@ async def plane_rig(
     repo: Path | None = None,
     git: str = "git",
     store_class: type[JobStore] = JobStore,
+    leases: LeaseSettings | None = None,
 ) -> AsyncIterator[PlaneRig]:
     """The plane as the app builds it, on fakes; closed (plane, then store) on exit.
 
     ``repo`` makes every workspace a git worktree of it (one shared workspace id); ``git`` is the
     git executable the workspace manager runs; ``store_class`` may be a gated store
-    (``tests/fakes/gates.py``); ``command`` replaces the scripted agent (a third-party agent).
+    (``tests/fakes/gates.py``); ``command`` replaces the scripted agent (a third-party agent);
+    ``leases`` names the plane's lease owner (role, node) and times.
     """
     log = log if log is not None else (channel.log if channel is not None else CallLog())
     channel = channel if channel is not None else FakeControlChannel(log)
@@ -334,6 +337,7 @@ async def plane_rig(
         voice=voice,
         bus=bus,
         clock=clock,
+        leases=leases,
     )
     rig = PlaneRig(
         plane=plane,
