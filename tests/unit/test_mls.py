@@ -8,6 +8,12 @@ import davey
 import pytest
 
 from openab_voice.testing.emulator.mls import DaveGroup, ExternalSender, vl
+from openab_voice.testing.emulator.mls_wire import (
+    MlsWireError,
+    key_package_user_id,
+    public_message_length,
+    split_commit_welcome,
+)
 
 OPUS_FRAME = b"\xfc" + bytes(range(60))
 CHANNEL = 1_234_567_890
@@ -107,3 +113,76 @@ def test_group_rejects_bad_member_lists() -> None:
         DaveGroup(CHANNEL, [])
     with pytest.raises(ValueError):
         DaveGroup(CHANNEL, [1, 1])
+
+
+# --- membership the voice server keeps: one leaf per user, foreign commits, the wire reader -----------
+
+
+def _external(group: DaveGroup, user_id: int) -> davey.DaveSession:
+    session = davey.DaveSession(1, user_id, CHANNEL)
+    session.set_external_sender(group.external_sender.serialized())
+    return session
+
+
+def test_a_second_key_package_replaces_the_old_leaf() -> None:
+    group = DaveGroup(CHANNEL, [1, 2])
+    bot = _external(group, 99)
+    bot.process_welcome(group.admit(bot.get_serialized_key_package())[1])
+    assert group.members == [1, 2, 99] and group.leaf_of(99) == 2
+    # The bot re-initialises (after an op 31, say) and joins again with a fresh key package.
+    bot.reinit(1, 99, CHANNEL)
+    _, welcome = group.admit(bot.get_serialized_key_package())
+    bot.process_welcome(welcome)
+    assert group.members == [1, 2, 99]  # the old leaf was removed in the same commit
+    assert sorted(bot.get_user_ids()) == ["1", "2", "99"]
+    assert sorted(group.sessions[2].get_user_ids()) == ["1", "2", "99"]
+    assert bot.voice_privacy_code == group.privacy_code
+    frame = group.sessions[2].encrypt_opus(OPUS_FRAME)
+    assert bot.decrypt(2, davey.MediaType.audio, frame) == OPUS_FRAME
+
+
+def test_leaf_model_follows_removes_and_refills() -> None:
+    group = DaveGroup(CHANNEL, [1, 2, 3, 4])
+    group.remove(2)
+    assert group.members == [1, 3, 4] and group.leaf_of(3) == 2
+    group.join(5)  # the leftmost blank leaf: 2's old one
+    assert group.leaf_of(5) == 1
+    group.remove(4)  # the rightmost: the tree is truncated
+    group.join(6)
+    assert group.leaf_of(6) == 3
+    for uid, session in group.sessions.items():
+        assert session.own_leaf_index == group.leaf_of(uid)
+
+
+def test_a_members_commit_can_win() -> None:
+    """The bot commits the proposals (op 28); the group follows that commit and the in-process joiner
+    takes the bot's Welcome."""
+    group = DaveGroup(CHANNEL, [1, 2])
+    bot = _external(group, 99)
+    bot.process_welcome(group.admit(bot.get_serialized_key_package())[1])
+    pending = group.propose(adds=[3])
+    result = bot.process_proposals(davey.ProposalsOperationType.append, pending.op27[1:])
+    assert result is not None and result.welcome is not None
+    commit, welcome = split_commit_welcome(bytes(result.commit) + bytes(result.welcome))
+    assert commit == bytes(result.commit) and welcome == bytes(result.welcome)
+    group.accept_commit(commit, welcome)
+    bot.process_commit(commit)  # its own: merges the pending commit
+    assert group.members == [1, 2, 99, 3]
+    codes = {s.voice_privacy_code for s in group.sessions.values()} | {bot.voice_privacy_code}
+    assert codes == {group.privacy_code}
+    assert bot.decrypt(3, davey.MediaType.audio, group.sessions[3].encrypt_opus(OPUS_FRAME)) == OPUS_FRAME
+
+
+def test_wire_reader_finds_identities_and_commit_ends() -> None:
+    group = DaveGroup(CHANNEL, [1])
+    kp = _external(group, 2**63 + 5).get_serialized_key_package()
+    assert key_package_user_id(kp) == 2**63 + 5
+    group.join(2)
+    assert group.last_commit is not None
+    assert public_message_length(group.last_commit + b"tail") == len(group.last_commit)
+    assert split_commit_welcome(group.last_commit) == (group.last_commit, None)
+    for bad in (b"", kp[:20], b"\x00\x01\x00\x02" + bytes(10)):
+        with pytest.raises(MlsWireError):
+            split_commit_welcome(bad)
+    with pytest.raises(MlsWireError):
+        key_package_user_id(kp[:40])  # cut inside the leaf node
