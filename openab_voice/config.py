@@ -136,6 +136,25 @@ class Settings(BaseSettings):
         description="Where the SQLite store, workspaces and agent logs live.",
     )
 
+    # --- tools ---
+    tool_router_enabled: bool = Field(
+        default=False,
+        description=(
+            "Route the voice model's tool calls through the ToolRouter: per-turn budgets, output "
+            "truncation and an audit row per call in the job store's database."
+        ),
+    )
+    tool_max_calls_per_turn: int = Field(default=4, ge=0, le=64, description="Tool calls per dialogue turn.")
+    tool_max_proposals_per_turn: int = Field(
+        default=1, ge=0, le=16, description="Task proposals (start_agent_task) per dialogue turn."
+    )
+    tool_max_runtime_s_per_turn: float = Field(
+        default=10.0, gt=0, le=600, description="Tool time per dialogue turn, all calls together."
+    )
+    tool_max_output_chars: int = Field(
+        default=2000, ge=64, le=100_000, description="Longest tool result the model gets (JSON characters)."
+    )
+
     # --- actions ---
     actions_enabled: bool = Field(
         default=False, description="Turn spoken task requests into confirmable actions."

@@ -13,6 +13,7 @@ import discord
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.app.actions import ActionParts, build_action_parts
 from openab_voice.app.providers import build_providers, check_providers
+from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
@@ -47,6 +48,7 @@ class Application:
     clock: Clock
     providers: ConversationProviders
     actions: ActionParts | None = None
+    records: RecordParts | None = None
     owns: bool = False
 
     def create_bot(self, *, emulator: EmulatorLink | None = None) -> VoiceBot:
@@ -89,6 +91,7 @@ class Application:
             providers=self.providers,
             broker=broker,
             action_channel_id=self.actions.channel_id if self.actions is not None else None,
+            records=self.records,
         )
         voice = VoiceService(sessions=sessions, factory=factory)
         commands = build_voice_group(voice, broker=broker, bus=self.bus, clock=self.clock)
@@ -102,6 +105,8 @@ class Application:
         await self.providers.aclose()
         if self.actions is not None:
             self.actions.store.close()
+        if self.records is not None:
+            self.records.close()
 
     async def __aenter__(self) -> Application:
         return self
@@ -126,8 +131,15 @@ def build_app(
     """
     providers = build_providers(settings)
     actions = build_action_parts(settings, clock=clock, environ=environ)
+    records = build_record_parts(settings)
     return Application(
-        settings=settings, bus=bus, clock=clock, providers=providers, actions=actions, owns=True
+        settings=settings,
+        bus=bus,
+        clock=clock,
+        providers=providers,
+        actions=actions,
+        records=records,
+        owns=True,
     )
 
 

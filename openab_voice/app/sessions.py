@@ -11,6 +11,7 @@ from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.intake import Say, TaskPhraseIntake
 from openab_voice.actions.tools import SessionFacts, register_action_tools
 from openab_voice.app.providers import frontend_settings
+from openab_voice.app.records import RecordParts
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
@@ -23,8 +24,10 @@ from openab_voice.discord.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.engine.response import ToolPath
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.tools.registry import default_tools
+from openab_voice.tools.router import ToolRouter
 
 VoiceChannel = discord.VoiceChannel | discord.StageChannel
 
@@ -65,6 +68,7 @@ class SessionFactory:
         providers: shared by every session (their owner closes them, not the session).
         broker: the action plane's broker (None: actions are off).
         action_channel_id: the configured control channel (None: the channel the join was asked in).
+        records: the record plane (the ToolRouter's budgets and audit); None: nothing recorded.
     """
 
     def __init__(
@@ -76,8 +80,10 @@ class SessionFactory:
         providers: ConversationProviders,
         broker: ActionBroker | None = None,
         action_channel_id: int | None = None,
+        records: RecordParts | None = None,
     ) -> None:
         self._bus = bus
+        self._records = records
         self._clock = clock
         self._options = options
         self._providers = providers
@@ -188,9 +194,13 @@ class SessionFactory:
             bot_user_id=str(me.id),
             wake_name=providers.dialogue.wake_name or me.display_name,
         )
-        tools = default_tools(self._clock)
+        registry = default_tools(self._clock)
         if self._broker is not None and facts is not None:
-            register_action_tools(tools, self._broker, facts)
+            register_action_tools(registry, self._broker, facts)
+        tools: ToolPath = registry
+        records = self._records
+        if records is not None and records.router is not None:
+            tools = ToolRouter(registry, clock=self._clock, settings=records.router, audit=records.tool_calls)
         return ConversationManager(
             bus=self._bus,
             clock=self._clock,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Double, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Double, ForeignKey, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations can name what they alter or drop on every backend.
@@ -146,3 +146,27 @@ class ExecutorWorker(Base):
     started_at: Mapped[float] = mapped_column(Double)
     heartbeat_at: Mapped[float] = mapped_column(Double)
     running: Mapped[int] = mapped_column(Integer)
+
+
+class ToolCallRow(Base):
+    """One tool call of the voice model, as the ToolRouter audited it (refused calls included).
+
+    ``summary`` holds the sanitized arguments and result or reason, never a secret.
+    """
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (Index(None, "session_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Double)
+    session_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    turn_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    call_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    tool: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
+    risk: Mapped[str | None] = mapped_column(String(CODE_LENGTH))
+    speaker_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    confirmation: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    outcome: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    duration_ms: Mapped[float] = mapped_column(Double)
+    truncated: Mapped[bool] = mapped_column(Boolean)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -174,12 +174,20 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
+    def spec(self, name: str) -> ToolSpec | None:
+        """The registered tool's spec, or None."""
+        tool = self._tools.get(name)
+        return None if tool is None else tool.spec
+
+    async def call(
+        self, call: ToolCall, context: ToolContext | None = None, *, timeout_s: float | None = None
+    ) -> ToolResult:
         """Validate and run one tool call; every failure is a result, never an exception.
 
         Args:
             call: the model's call (untrusted).
             context: who and where, from server-side state (default: nothing known).
+            timeout_s: a tighter bound than the tool's own timeout (a caller's remaining budget).
 
         Raises:
             asyncio.CancelledError: only when the caller is cancelled (the handler is cancelled too).
@@ -193,10 +201,13 @@ class ToolRegistry:
         problem = _violation(tool.spec.parameters, arguments)
         if problem is not None:
             return _rejected(call, TOOL_ARGUMENTS_INVALID, problem)
+        limit = tool.timeout_s if timeout_s is None else max(0.0, min(tool.timeout_s, timeout_s))
         try:
-            content = await self._run(tool, arguments, replace(context or ToolContext(), call_id=call.id))
+            content = await self._run(
+                tool, arguments, replace(context or ToolContext(), call_id=call.id), limit
+            )
         except TimeoutError:
-            return _rejected(call, TOOL_TIMEOUT, f"no result within {tool.timeout_s:g} s")
+            return _rejected(call, TOOL_TIMEOUT, f"no result within {limit:g} s")
         except ToolInputError as exc:
             return _rejected(call, TOOL_ARGUMENTS_INVALID, str(exc))
         except Exception as exc:  # a handler bug must not end the conversation
@@ -225,14 +236,16 @@ class ToolRegistry:
             return f"arguments must be a JSON object, not {type(value).__name__}"
         return value
 
-    async def _run(self, tool: _Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
+    async def _run(
+        self, tool: _Tool, arguments: dict[str, Any], context: ToolContext, timeout_s: float
+    ) -> Any:
         """Run the handler, racing it against the clock.
 
         Raises:
             TimeoutError: the clock passed the tool's timeout first (the handler is cancelled).
         """
         work = asyncio.ensure_future(tool.handler(arguments, context))
-        timer = asyncio.ensure_future(self._clock.sleep(tool.timeout_s))
+        timer = asyncio.ensure_future(self._clock.sleep(timeout_s))
         try:
             done, _ = await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
         finally:

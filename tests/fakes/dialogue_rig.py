@@ -20,6 +20,7 @@ from openab_voice.engine.events import (
     TranscriptPartial,
     TranscriptSpeculative,
 )
+from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.testing.dialogue_fakes import (
@@ -31,7 +32,7 @@ from openab_voice.testing.dialogue_fakes import (
     drive,
     run_until,
 )
-from openab_voice.tools import ToolRegistry, default_tools
+from openab_voice.tools import default_tools
 
 E = TypeVar("E", bound=Event)
 SESSION = "s1"
@@ -48,7 +49,7 @@ class Rig:
         names: dict[str, str] | None = None,
         bots: Iterable[str] = ("bot",),
         tts: dict[str, Any] | None = None,
-        tools: Callable[[FakeClock], ToolRegistry] = default_tools,
+        tools: Callable[[FakeClock], ToolPath] = default_tools,
         output: Callable[[FakeClock], FakeSpeechOutput] = FakeSpeechOutput,
         claimed: Callable[[str], bool] | None = None,
     ) -> None:

@@ -29,7 +29,15 @@ from openab_voice.store.database import (
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.models import Base
 
-TABLES = {"actions", "action_transitions", "audit_log", "workspaces", "idempotency_keys", "executor_workers"}
+TABLES = {
+    "actions",
+    "action_transitions",
+    "audit_log",
+    "workspaces",
+    "idempotency_keys",
+    "executor_workers",
+    "tool_calls",
+}
 
 
 def test_upgrade_reaches_head_and_is_idempotent(db_url: str) -> None:
@@ -40,9 +48,9 @@ def test_upgrade_reaches_head_and_is_idempotent(db_url: str) -> None:
             ensure_schema(engine)
         assert outdated.value.code == "STORE_SCHEMA_OUTDATED"
 
-        assert upgrade(db_url) == head_revision() == "0003"
-        assert upgrade(db_url) == "0003"  # a second run is a no-op
-        assert current_revision(engine) == "0003"
+        assert upgrade(db_url) == head_revision() == "0004"
+        assert upgrade(db_url) == "0004"  # a second run is a no-op
+        assert current_revision(engine) == "0004"
         ensure_schema(engine)
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}
     finally:
@@ -69,7 +77,7 @@ def test_downgrade_to_base_and_back(db_url: str) -> None:
         with engine.begin() as connection:
             command.downgrade(alembic_config(connection), "base")
         assert not TABLES & set(inspect(engine).get_table_names())
-        assert upgrade(db_url) == "0003"
+        assert upgrade(db_url) == "0004"
         ensure_schema(engine)
     finally:
         engine.dispose()

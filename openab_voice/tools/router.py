@@ -1,0 +1,325 @@
+"""The ToolRouter: the registry's tool path, with risk levels, per-turn budgets, truncation and audit.
+
+:class:`ToolRouter` stands where the engine expects its tool path (``specs()`` and ``call()``, the
+same interface as :class:`~openab_voice.tools.registry.ToolRegistry`) and adds, around every call:
+
+* **Validation, strictly.** The registry checks names, JSON and types; the router also requires
+  every tool's schema to refuse unknown fields (``additionalProperties: false``), so a misspelt
+  argument is an error the model sees, never silently ignored.
+* **Risk levels.** Every tool has a :class:`ToolRisk`. ``propose`` tools start work that runs only
+  after the operator confirms it in text; the audit row says whether a confirmation is awaited.
+* **Per-turn budgets.** At most ``max_calls_per_turn`` calls and ``max_proposals_per_turn``
+  proposals per dialogue turn, and ``max_runtime_s_per_turn`` of tool time in all: a call is bounded
+  by what is left (on the injected clock), and once a budget is spent the call is refused with
+  ``TOOL_BUDGET_EXCEEDED`` and a reason the model can act on.
+* **Truncation.** A result whose JSON exceeds ``max_output_chars`` is shortened and marked
+  ``"truncated": true`` (:func:`~openab_voice.tools.output.truncate`).
+* **Audit.** One :class:`ToolCallAudit` per call, refused ones included (tool, risk, speaker,
+  confirmation status, duration, outcome, sanitized summary), written to a :class:`ToolAuditLog`
+  (the store's ``tool_calls`` table, wired by ``app``). A failed write is logged and counted; it
+  does not change what the model gets.
+
+The voice model's tools stay semantic (clock, memory, the three action tools); shell, browser and
+computer control are reached only through confirmed ACP actions (ADR 0011).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Final, Protocol
+
+from openab_voice.clock import Clock
+from openab_voice.providers.speech import ToolCall, ToolSpec
+from openab_voice.tools.output import summarize, truncate
+from openab_voice.tools.registry import ToolContext, ToolHandler, ToolRegistry, ToolResult
+
+__all__ = [
+    "DEFAULT_RISKS",
+    "TOOL_BUDGET_EXCEEDED",
+    "Confirmation",
+    "RouterSettings",
+    "ToolAuditLog",
+    "ToolCallAudit",
+    "ToolRisk",
+    "ToolRouter",
+]
+
+log = logging.getLogger(__name__)
+
+TOOL_BUDGET_EXCEEDED: Final = "TOOL_BUDGET_EXCEEDED"
+
+
+class ToolRisk(StrEnum):
+    """What a tool can do."""
+
+    READ = "read"
+    """Reads state; changes nothing (the clock, a task's status, a memory search)."""
+    WRITE = "write"
+    """Changes the bot's own state (saves a memory, cancels a task the speaker asked for)."""
+    PROPOSE = "propose"
+    """Proposes work that runs only after the operator confirms it in the text channel."""
+
+
+class Confirmation(StrEnum):
+    """Whether a call's effect waits for the operator, as the audit records it."""
+
+    NOT_REQUIRED = "not_required"
+    AWAITING_OPERATOR = "awaiting_operator"
+    NOT_PROPOSED = "not_proposed"
+
+
+DEFAULT_RISKS: Final[Mapping[str, ToolRisk]] = {
+    "clock_now": ToolRisk.READ,
+    "get_agent_task": ToolRisk.READ,
+    "cancel_agent_task": ToolRisk.WRITE,
+    "start_agent_task": ToolRisk.PROPOSE,
+    "memory_search": ToolRisk.READ,
+    "memory_save": ToolRisk.WRITE,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterSettings:
+    """Budgets and bounds (``OPENAB_TOOL_*``).
+
+    Attributes:
+        max_calls_per_turn: tool calls one dialogue turn may make.
+        max_proposals_per_turn: calls of ``propose`` tools one turn may make.
+        max_runtime_s_per_turn: tool time one turn may spend, all calls together.
+        max_output_chars: longest tool result (JSON characters) the model gets.
+        turns_remembered: turns whose budgets are kept (older ones are forgotten).
+    """
+
+    max_calls_per_turn: int = 4
+    max_proposals_per_turn: int = 1
+    max_runtime_s_per_turn: float = 10.0
+    max_output_chars: int = 2000
+    turns_remembered: int = 64
+
+    def __post_init__(self) -> None:
+        if min(self.max_calls_per_turn, self.max_proposals_per_turn, self.turns_remembered) < 0:
+            raise ValueError("budgets must not be negative")
+        if self.max_runtime_s_per_turn <= 0 or self.max_output_chars < 64:
+            raise ValueError("max_runtime_s_per_turn must be positive and max_output_chars at least 64")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallAudit:
+    """One audited tool call.
+
+    Attributes:
+        at: wall time the call started (injected clock).
+        tool: the name the model used (clipped; it may be no registered tool).
+        risk: the tool's risk level; None for an unknown tool.
+        speaker_id: the Discord user whose turn made the call.
+        confirmation: whether the call's effect waits for the operator.
+        outcome: ``ok`` or the ``TOOL_*`` error code.
+        duration_ms: time in the handler (0 when refused before it ran).
+        truncated: the result was cut to fit ``max_output_chars``.
+        summary: sanitized arguments and result or reason (:func:`~openab_voice.tools.output.summarize`).
+    """
+
+    at: float
+    session_id: str | None
+    turn_id: str | None
+    call_id: str
+    tool: str
+    risk: ToolRisk | None
+    speaker_id: str | None
+    confirmation: Confirmation
+    outcome: str
+    duration_ms: float
+    truncated: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolAuditLog(Protocol):
+    """Where audit rows go (``openab_voice.store.tool_calls.ToolCallLog``). Synchronous: the router
+    calls it in a worker thread."""
+
+    def record(self, entry: ToolCallAudit) -> None: ...
+
+
+@dataclass(slots=True)
+class _Spent:
+    calls: int = 0
+    proposals: int = 0
+    runtime_s: float = 0.0
+
+
+class ToolRouter:
+    """The tool path with risk levels, per-turn budgets, output truncation and audit.
+
+    Args:
+        registry: the tools; every one must have a risk level in ``risks`` and refuse unknown fields.
+        clock: durations and the runtime budget are measured on it.
+        audit: where every call is recorded (None: nowhere, e.g. a self-test).
+        risks: risk level by tool name.
+
+    Raises:
+        ValueError: a registered tool has no risk level or its schema accepts unknown fields.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        clock: Clock,
+        settings: RouterSettings | None = None,
+        audit: ToolAuditLog | None = None,
+        risks: Mapping[str, ToolRisk] = DEFAULT_RISKS,
+    ) -> None:
+        self._registry = registry
+        self._clock = clock
+        self._settings = settings or RouterSettings()
+        self._audit = audit
+        self._risks = dict(risks)
+        self._turns: OrderedDict[str, _Spent] = OrderedDict()
+        self.audit_failures = 0
+        for spec in registry.specs():
+            self._check(spec)
+
+    @property
+    def settings(self) -> RouterSettings:
+        return self._settings
+
+    def register(
+        self, spec: ToolSpec, handler: ToolHandler, *, risk: ToolRisk, timeout_s: float | None = None
+    ) -> None:
+        """Add a tool with its risk level (to the registry underneath)."""
+        self._risks[spec.name] = risk
+        self._check(spec)
+        self._registry.register(spec, handler, timeout_s=timeout_s)
+
+    def risk(self, name: str) -> ToolRisk | None:
+        """A registered tool's risk level (None: no such tool)."""
+        return self._risks.get(name) if name in self._registry else None
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools to offer to a model (the registry's)."""
+        return self._registry.specs()
+
+    async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
+        """Run one call within its turn's budgets; every failure is a result, never an exception.
+
+        Raises:
+            asyncio.CancelledError: only when the caller is cancelled.
+        """
+        context = context or ToolContext()
+        risk = self.risk(call.name)
+        started_wall, started = self._clock.wall(), self._clock.monotonic()
+        spent = self._spent(context.turn_id)
+        refusal = self._over_budget(spent, risk)
+        duration_ms = 0.0
+        truncated = False
+        if refusal is not None:
+            result = ToolResult(
+                call_id=call.id, name=call.name, ok=False, error_code=TOOL_BUDGET_EXCEEDED, reason=refusal
+            )
+        else:
+            if risk is not None:
+                # Reserved before the await: a second call of the same turn sees this one counted.
+                spent.calls += 1
+                spent.proposals += risk is ToolRisk.PROPOSE
+            remaining = self._settings.max_runtime_s_per_turn - spent.runtime_s
+            try:
+                result = await self._registry.call(call, context, timeout_s=remaining)
+            finally:
+                elapsed = max(0.0, self._clock.monotonic() - started)
+                spent.runtime_s += elapsed
+                duration_ms = elapsed * 1000.0
+            if result.ok:
+                content, truncated = truncate(result.content, self._settings.max_output_chars)
+                result = replace(result, content=content)
+        entry = ToolCallAudit(
+            at=started_wall,
+            session_id=context.session_id,
+            turn_id=context.turn_id,
+            call_id=call.id[:64],
+            tool=call.name[:64],
+            risk=risk,
+            speaker_id=context.speaker_id,
+            confirmation=_confirmation(risk, result),
+            outcome="ok" if result.ok else (result.error_code or "error"),
+            duration_ms=round(duration_ms, 3),
+            truncated=truncated,
+            summary=_summary(call, result),
+        )
+        await self._record(entry)
+        return result
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _check(self, spec: ToolSpec) -> None:
+        if spec.name not in self._risks:
+            raise ValueError(f"tool {spec.name!r} has no risk level")
+        if spec.parameters.get("additionalProperties") is not False:
+            raise ValueError(f"tool {spec.name!r} must refuse unknown fields (additionalProperties: false)")
+
+    def _spent(self, turn_id: str | None) -> _Spent:
+        """The turn's budget so far; a call outside any turn gets a budget of its own."""
+        if turn_id is None:
+            return _Spent()
+        spent = self._turns.get(turn_id)
+        if spent is None:
+            spent = self._turns[turn_id] = _Spent()
+            while len(self._turns) > self._settings.turns_remembered:
+                self._turns.popitem(last=False)
+        else:
+            self._turns.move_to_end(turn_id)
+        return spent
+
+    def _over_budget(self, spent: _Spent, risk: ToolRisk | None) -> str | None:
+        s = self._settings
+        if risk is None:
+            return None  # an unknown tool is the registry's error, and costs nothing
+        if spent.calls >= s.max_calls_per_turn:
+            return f"this turn already made {spent.calls} tool calls (the limit); answer with what you have"
+        if risk is ToolRisk.PROPOSE and spent.proposals >= s.max_proposals_per_turn:
+            return f"this turn already proposed {spent.proposals} task(s) (the limit); ask in a later turn"
+        if spent.runtime_s >= s.max_runtime_s_per_turn:
+            return (
+                f"this turn spent its {s.max_runtime_s_per_turn:g} s of tool time; answer with what you have"
+            )
+        return None
+
+    async def _record(self, entry: ToolCallAudit) -> None:
+        if self._audit is None:
+            return
+        try:
+            await asyncio.to_thread(self._audit.record, entry)
+        except Exception:  # the model's answer does not depend on the audit write
+            self.audit_failures += 1
+            log.warning("tool call %s (%s): audit row not written", entry.call_id, entry.tool, exc_info=True)
+
+
+def _confirmation(risk: ToolRisk | None, result: ToolResult) -> Confirmation:
+    if risk is not ToolRisk.PROPOSE:
+        return Confirmation.NOT_REQUIRED
+    # A proposal tool's own refusal ({"ok": false}) proposed nothing either.
+    if result.ok and result.content.get("ok", True) is not False:
+        return Confirmation.AWAITING_OPERATOR
+    return Confirmation.NOT_PROPOSED
+
+
+def _summary(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    summary: dict[str, Any] = {"arguments": summarize(_arguments(call.arguments))}
+    if result.ok:
+        summary["result"] = summarize(result.content)
+    else:
+        summary["reason"] = summarize(result.reason or "")
+    return summary
+
+
+def _arguments(text: str) -> Any:
+    """The arguments as the model sent them, parsed when they parse (for the summary only)."""
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        return text
