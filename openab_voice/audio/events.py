@@ -130,6 +130,22 @@ class SpeechEnded(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CapturePaused(Event):
+    """No packet from a speaker for ``capture_gap_ms`` while their speech is open (Discord sends
+    nothing in silence): they may have stopped. A hint for speculation only; the speech ends, or
+    goes on, as the front end decides later.
+
+    Attributes:
+        audio_time: capture time after the last frame received.
+    """
+
+    event_type: ClassVar[str] = "capture_paused"
+    speaker_id: str
+    audio_time: float
+    stage: str = "vad"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EchoCouplingDetected(Event):
     """A speaker's raw capture was seen to carry the bot's playback: its APM now gets the reference.
 

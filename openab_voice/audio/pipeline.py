@@ -23,6 +23,7 @@ from openab_voice.audio.drift import DriftMonitor
 from openab_voice.audio.echo_gate import EchoGate, GateVerdict
 from openab_voice.audio.events import (
     AudioProcessingError,
+    CapturePaused,
     EchoCouplingDetected,
     EchoGateDecision,
     SpeechEnded,
@@ -153,10 +154,7 @@ class SpeakerPipeline:
         self._speech_start: float | None = None
         self._speech_end: float | None = None  # set when user speech ends, taken by the next output
         self._last_capture_end: float | None = None
-        self._last_input: AudioFrame | None = None  # the last frame processed, received or filled
-        self._received_end: float | None = None  # capture time after the last received frame
-        self._filled_to: float | None = None  # silence filled in up to here since that frame
-        self.late_after_fill = 0  # received frames dropped: their time had been filled with silence
+        self._pause_reported = False  # CapturePaused sent for the gap since the last frame
 
     @property
     def degraded(self) -> bool:
@@ -167,17 +165,8 @@ class SpeakerPipeline:
         self.render.add(chunk)
 
     def process(self, frame: AudioFrame) -> ProcessedFrame | None:
-        """Run one received capture frame through the chain; None until the resampler has primed
-        (or when silence was already filled in for its time: see :meth:`check_idle`)."""
-        if self._filled_to is not None and frame.timestamp + frame.duration <= self._filled_to + 1e-6:
-            self.late_after_fill += 1
-            return None
-        self._filled_to = None
-        self._received_end = frame.timestamp + frame.duration
-        return self._process(frame)
-
-    def _process(self, frame: AudioFrame) -> ProcessedFrame | None:
-        self._last_input = frame
+        """Run one capture frame through the chain; None until the resampler has primed."""
+        self._pause_reported = False
         started = perf_ns()
         mono = self._resampler.process(frame)
         end_time = frame.timestamp + frame.duration - self._resampler.delay_s
@@ -231,54 +220,32 @@ class SpeakerPipeline:
             speech_end=speech_end,
         )
 
-    def check_idle(self, now: float) -> list[ProcessedFrame]:
-        """Fill a capture gap inside speech with silence, up to ``now``; returns the frames it made.
+    def check_idle(self, now: float) -> None:
+        """Judge a capture gap inside speech at ``now`` (the receiver's watermark: every packet from
+        before it was pushed). Discord sends nothing while someone is silent.
 
-        Discord sends nothing while someone is silent, so a speaker who stops talking simply stops
-        sending. While their speech is open, capture time that no packet covered, up to ``now`` (the
-        receiver's watermark: every packet from before it was pushed) less ``capture_gap_ms`` (a
-        packet that late is a gap, not jitter), *is* silence: it is processed as silence
-        (``concealed`` frames of zeros), so the VAD ends the speech by its own rule and where it
-        would had the client sent its silence (early, when the last packets were already quiet), and
-        what follows (speculative finals, preemptive answers) sees the pause as any other. Speech
-        still open a minimum silence after the last packet is ended there by force, as it always
-        was: filling can only end it sooner. A packet that arrives for time already filled is
-        dropped (``late_after_fill``).
+        After ``capture_gap_ms`` without a packet, :class:`CapturePaused` says so once (a hint: the
+        transcriber may decode the utterance speculatively; nothing is concluded from it). After the
+        minimum silence without a packet the speech ends (``capture_stopped``), where it stopped:
+        the capture's end, or the VAD's quiet run when that began before the packets stopped. No
+        audio is invented for the gap: a packet only late (jitter, a sender running behind) still
+        belongs to the speech it was part of.
         """
-        last, received_end = self._last_input, self._received_end
-        if last is None or received_end is None or not self.vad.in_speech:
-            return []
-        min_silence = self.settings.vad_min_silence_ms / 1000.0
-        horizon = now - self.settings.capture_gap_ms / 1000.0
-        limit = received_end + min_silence
-        filled: list[ProcessedFrame] = []
-        while self.vad.in_speech:
-            start = last.timestamp + last.duration
-            if start + last.duration > horizon + 1e-9 or start >= limit:
-                break
-            silence = AudioFrame(
-                pcm=bytes(len(last.pcm)),
-                sample_rate=last.sample_rate,
-                channels=last.channels,
-                timestamp=start,
-                frame_id=last.frame_id,
-                speaker_id=last.speaker_id,
-                concealed=True,
+        captured_to = self._last_capture_end  # on the VAD's (resampled) timeline
+        if captured_to is None or not self.vad.in_speech:
+            return
+        gap = now - captured_to
+        if self.user_speech and not self._pause_reported and gap >= self.settings.capture_gap_ms / 1000.0:
+            self._pause_reported = True
+            self._emit(
+                CapturePaused(at=self._clock.monotonic(), speaker_id=self.speaker_id, audio_time=captured_to)
             )
-            out = self._process(silence)
-            last = silence
-            self._filled_to = silence.timestamp + silence.duration
-            if out is not None:
-                filled.append(out)
-        if self.vad.in_speech and now - received_end >= min_silence:
+        if gap >= self.settings.vad_min_silence_ms / 1000.0:
             transition = self.vad.force_end()
             self.vad.reset()
             if transition is not None:
-                # Where the speech stopped: the capture's end, or the VAD's quiet run if it began
-                # before the packets stopped.
-                end = min(transition.audio_time, received_end)
+                end = min(transition.audio_time, captured_to)
                 self._on_transition(VadTransition(VadEdge.END, end, 0.0), "capture_stopped")
-        return filled
 
     def close(self, reason: str = "closed") -> None:
         """End any speech in progress and release the providers (idempotent)."""

@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
-from openab_voice.audio.events import SpeechEnded
+from openab_voice.audio.events import CapturePaused, SpeechEnded
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised
@@ -165,6 +165,21 @@ class Transcriber:
         speaker.end_at = audio_time
         if speaker.current.audio_end >= audio_time - _END_TOLERANCE_S:
             self._end(speaker)
+        return self._schedule()
+
+    def pause(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
+        """No packet from the speaker since ``audio_time`` (their speech still open): if their last
+        frames were already quiet they are probably done (a client sends a few silence frames, then
+        nothing), so the utterance is decoded speculatively now rather than after the rest of the
+        quiet stretch (its final if nothing follows). Packets only held up mid-word (jitter) start
+        nothing. Returns the decodes to start now."""
+        speaker = self._speakers.get(speaker_id)
+        utt = speaker.current if speaker is not None else None
+        if utt is None or self._closed or utt.quiet_since is None:
+            return []
+        if utt.audio_end < audio_time - _END_TOLERANCE_S:
+            return []  # frames up to the pause are still on their way
+        utt.paused_quiet = utt.quiet_since
         return self._schedule()
 
     def complete(self, job: DecodeJob, result: Hypothesis | BaseException) -> list[DecodeJob]:
@@ -467,7 +482,8 @@ class Transcriber:
             utt = speaker.current
             if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is None:
                 continue
-            if utt.spec_quiet != utt.quiet_since and utt.audio_end - utt.quiet_since >= after:
+            due = utt.audio_end - utt.quiet_since >= after or utt.paused_quiet == utt.quiet_since
+            if utt.spec_quiet != utt.quiet_since and due:
                 utt.spec_quiet, utt.spec = utt.quiet_since, None
                 return self._job(utt, final=True, speculative=True)
         return None
@@ -507,9 +523,13 @@ class Transcriber:
         """Transcribe a processed-capture stream until it ends, then finish open utterances.
 
         Also follows :class:`~openab_voice.audio.events.SpeechEnded` on the bus for ends that no
-        silent frame follows (Discord stops sending packets when a speaker goes quiet).
+        silent frame follows (Discord stops sending packets when a speaker goes quiet), and
+        :class:`~openab_voice.audio.events.CapturePaused` (a speculative decode, see :meth:`pause`).
         """
-        subscription = self._bus.subscribe(SpeechEnded, self._on_speech_ended)
+        subscriptions = [
+            self._bus.subscribe(SpeechEnded, self._on_speech_ended),
+            self._bus.subscribe(CapturePaused, self._on_capture_paused),
+        ]
         try:
             async for frame in stream:
                 if self._closed:
@@ -519,7 +539,8 @@ class Transcriber:
             while self._tasks and not self._closed:
                 await asyncio.wait(set(self._tasks))
         finally:
-            subscription.close()
+            for subscription in subscriptions:
+                subscription.close()
 
     def start(self, stream: AsyncIterable[ProcessedFrame]) -> None:
         """Run :meth:`run` in a task owned by the transcriber (stopped by :meth:`aclose`)."""
@@ -531,6 +552,14 @@ class Transcriber:
             # Not from inside this bus dispatch: a speculative final would be published in it, and
             # reach later subscribers before the SpeechEnded that caused it.
             asyncio.get_running_loop().call_soon(self._end_speech_now, event.speaker_id, event.audio_time)
+
+    def _on_capture_paused(self, event: CapturePaused) -> None:
+        if not self._closed:  # decodes start from here, not from inside the bus dispatch
+            asyncio.get_running_loop().call_soon(self._pause_now, event.speaker_id, event.audio_time)
+
+    def _pause_now(self, speaker_id: str, audio_time: float) -> None:
+        if not self._closed:
+            self._start(self.pause(speaker_id, audio_time))
 
     def _end_speech_now(self, speaker_id: str, audio_time: float) -> None:
         if not self._closed:

@@ -79,6 +79,7 @@ class Utterance:
     spec_quiet: float | None = None  # the quiet run a speculative final was decoded in
     spec: Hypothesis | None = None  # its result, valid while that quiet run lasts
     spec_announced: bool = False  # a TranscriptSpeculative went out for ``spec`` (not withdrawn)
+    paused_quiet: float | None = None  # the quiet run in which the capture paused (speculate at once)
     ended_at: float | None = None  # clock time the utterance ended (its final is due from then)
 
     @property

@@ -513,6 +513,39 @@ def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_
     assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
 
 
+def test_a_capture_pause_decodes_the_utterance_speculatively_at_once() -> None:
+    stt = ScriptedStt(words_by_length("what time is it"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0))
+    rig.run_jobs(rig.tr.pause("alice", 101.2))  # packets held up mid-word: nothing to conclude
+    assert not [c for c in stt.calls if c[1]]
+    rig.feed(hangover("alice", 101.2, 0.06))  # a client's silence frames, then nothing
+    assert not [c for c in stt.calls if c[1]]
+    rig.run_jobs(rig.tr.pause("alice", 101.26))
+    (early,) = rig.of(TranscriptSpeculative)
+    assert isinstance(early, TranscriptSpeculative) and early.text == "what time is it"
+    # The capture-stopped end then takes the decode made on the pause: no second final decode.
+    rig.run_jobs(rig.tr.end_speech("alice", 101.26))
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
+    assert len([c for c in stt.calls if c[1]]) == 1
+
+
+def test_packets_after_a_capture_pause_withdraw_its_speculation() -> None:
+    stt = ScriptedStt(words_by_length("one two three four five six"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    rig.feed(
+        timeline("alice", 100.0, silence_s=0.2, speech_s=0.6, tail_s=0.0) + hangover("alice", 100.8, 0.04)
+    )
+    rig.run_jobs(rig.tr.pause("alice", 100.84))
+    assert rig.of(TranscriptSpeculative)
+    rig.feed([frame("alice", 100.84 + i * 0.02, speech=True, value=7) for i in range(30)])
+    assert rig.of(SpeculationWithdrawn)
+    rig.feed(hangover("alice", 101.44, 0.2) + [frame("alice", 101.64, speech=False)])
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "one two three four five six"
+
+
 def test_speech_after_a_speculative_final_makes_it_stale() -> None:
     stt = ScriptedStt(words_by_length("one two three four five six"))
     rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
