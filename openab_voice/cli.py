@@ -82,6 +82,26 @@ def _cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_executor(args: argparse.Namespace) -> int:
+    from openab_voice.app.worker import run_worker, worker_health
+    from openab_voice.bus import EventBus
+    from openab_voice.clock import SystemClock
+    from openab_voice.config import load_settings
+
+    settings = load_settings()
+    if args.health:
+        health = worker_health(settings, clock=SystemClock())
+        if args.json:
+            _print_json(health)
+        else:
+            print("healthy" if health["ok"] else f"unhealthy: {health.get('reason', '')}")
+        return 0 if health["ok"] else EXIT_FAILED
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = asyncio.run(run_worker(settings, clock=SystemClock(), bus=EventBus()))
+    print(f"executor {worker.owner} drained after {worker.claimed} job(s)")
+    return 0
+
+
 def _cmd_self_test(args: argparse.Namespace) -> int:
     result: dict[str, Any]
     if args.target == "audio":
@@ -202,6 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("db", help="job store maintenance")
     p.add_argument("action", choices=["upgrade"], help="upgrade: apply the Alembic migrations")
     p.set_defaults(func=_cmd_db)
+
+    p = sub.add_parser(
+        "executor",
+        help="run actions claimed from the PostgreSQL job store (a worker; drains on SIGTERM)",
+    )
+    p.add_argument(
+        "--health", action="store_true", help="exit 0 if a worker of this node (OPENAB_NODE_ID) heartbeats"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_executor)
 
     p = sub.add_parser("self-test", help="run checks on the real local providers")
     p.add_argument("target", choices=["audio", "agent"])

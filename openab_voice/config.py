@@ -136,6 +136,24 @@ class Settings(BaseSettings):
         description="Where the SQLite store, workspaces and agent logs live.",
     )
 
+    # --- meeting record ---
+    transcript_store: bool = Field(
+        default=False,
+        description=(
+            "Store each voice session's finals (speaker, times) and the bot's heard utterances in the "
+            "job store's database, for /voice transcript and /voice summary."
+        ),
+    )
+    transcript_retention_days: float = Field(
+        default=30.0, gt=0, le=3650, description="Stored voice sessions older than this are deleted."
+    )
+    transcript_summary_chars: int = Field(
+        default=12_000,
+        ge=500,
+        le=200_000,
+        description="Most transcript characters (its end) /voice summary gives the chat model.",
+    )
+
     # --- tools ---
     tool_router_enabled: bool = Field(
         default=False,
@@ -234,6 +252,18 @@ class Settings(BaseSettings):
     )
     heartbeat_s: float = Field(
         default=10.0, gt=0, le=1800, description="How often leases are renewed and dead ones reaped."
+    )
+    executor_concurrency: int = Field(
+        default=1, ge=1, le=64, description="openab-voice executor: most actions one worker runs at once."
+    )
+    executor_poll_s: float = Field(
+        default=1.0, gt=0, le=60, description="openab-voice executor: wait between claims when idle or full."
+    )
+    executor_drain_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=600,
+        description="openab-voice executor: longest SIGTERM drain (stop agents per ACP, settle) before exit.",
     )
 
     @field_validator("trusted_listener_ids", "acp_env_allowlist", "acp_env", mode="before")

@@ -41,7 +41,7 @@ from openab_voice.actions.events import (
     PermissionDecided,
 )
 from openab_voice.actions.leases import LeaseKeeper
-from openab_voice.actions.ports import CancelReply, ControlChannel, VoiceSide
+from openab_voice.actions.ports import CancelReply, ControlChannel, ResultSink, VoiceSide
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
@@ -101,13 +101,16 @@ class ActionExecutor:
         *,
         store: JobStore,
         workspaces: WorkspaceManager,
-        channel: ControlChannel,
-        voice: VoiceSide,
+        channel: ControlChannel | None = None,
+        voice: VoiceSide | None = None,
         agent: AgentSettings,
         bus: EventBus,
         clock: Clock,
         leases: LeaseKeeper | None = None,
+        results: ResultSink | None = None,
     ) -> None:
+        """Args beyond the obvious: ``channel`` and ``voice`` deliver results (the bot), or
+        ``results`` replaces them (an executor worker keeps results in the store only)."""
         self._store = store
         self._jobs = JobWriter(store, bus=bus, clock=clock)
         # Leases the jobs it starts and stops an agent whose lease was lost (None: no lease written).
@@ -115,14 +118,21 @@ class ActionExecutor:
         if leases is not None:
             leases.on_lost = self._lease_lost
         self._workspaces = workspaces
-        self._channel = channel
-        self._voice = voice
         self._agent = agent
         self._bus = bus
         self._clock = clock
-        self._results = ResultDelivery(
-            self._jobs, channel=channel, voice=voice, bus=bus, clock=clock, trusted=agent.trusted_listener_ids
-        )
+        if results is None:
+            if channel is None or voice is None:
+                raise TypeError("ActionExecutor needs a channel and a voice side, or a result sink")
+            results = ResultDelivery(
+                self._jobs,
+                channel=channel,
+                voice=voice,
+                bus=bus,
+                clock=clock,
+                trusted=agent.trusted_listener_ids,
+            )
+        self._results: ResultSink = results
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._launches: dict[str, _Launch] = {}
         self._closed = False
@@ -130,6 +140,15 @@ class ActionExecutor:
     @property
     def running(self) -> list[str]:
         return list(self._tasks)
+
+    @property
+    def active(self) -> int:
+        """How many actions this process launched and has not settled yet."""
+        return len(self._launches)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def launch(self, record: ActionRecord, confirmed_at: float) -> None:
         """Start a confirmed action (called by the broker right after the confirm was stored)."""

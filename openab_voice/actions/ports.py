@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from openab_voice.acp.types import TurnCompletion
 from openab_voice.errors import ActionError
+from openab_voice.store.records import ActionRecord
 
 CONFIRM = "confirm"
 CONFIRM_EXEC = "confirm_exec"  # confirm with the workspace_exec ceiling: commands inside the sandbox
@@ -112,3 +114,11 @@ class VoiceSide(Protocol):
     async def say(self, guild_id: int, text: str) -> bool:
         """Speak ``text`` in the guild's voice channel when the dialogue is on; False when it cannot."""
         ...
+
+
+class ResultSink(Protocol):
+    """Where a settled action's result goes: the control channel and the voice (the bot), or nowhere
+    but the store (an executor worker: the outcome and result text are already written there)."""
+
+    async def deliver(self, record: ActionRecord, completion: TurnCompletion) -> None:
+        """Hand on the result of ``record`` (in its final status) and its ``completion``."""

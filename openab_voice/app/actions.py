@@ -60,6 +60,32 @@ def build_action_parts(
     assert settings.operator_user_id is not None  # Settings validates this when actions are on
     url = resolve_url(settings)
     upgrade(url)
+    agent, no_sandbox = agent_settings(settings, url=url, environ=environ)
+    broker = BrokerSettings(
+        operator_user_id=settings.operator_user_id,
+        expiry_s=settings.action_expiry_s,
+        max_effect=EffectCeiling(settings.action_max_effect),
+        exec_unavailable=no_sandbox,
+    )
+    return ActionParts(
+        # Opened last: nothing above can leave it open.
+        store=JobStore(open_engine(url), clock),
+        workspaces=WorkspaceManager(workspace_root(settings.data_dir), settings.workspace_repo, clock=clock),
+        broker=broker,
+        agent=agent,
+        channel_id=settings.action_channel_id,
+        leases=lease_settings(settings, role=LOCAL_ROLE),
+    )
+
+
+def agent_settings(
+    settings: Settings, *, url: str, environ: Mapping[str, str] | None = None
+) -> tuple[AgentSettings, str | None]:
+    """How agents are started here, and why there is no sandbox (None: every agent runs in one).
+
+    Raises:
+        ConfigError: the configured agent sandbox cannot be used.
+    """
     agent_environ = dict(os.environ if environ is None else environ)
     credentials = tuple(parse_agent_env_entry(entry) for entry in settings.acp_env)
     try:
@@ -74,12 +100,6 @@ def build_action_parts(
         raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
     if no_sandbox is not None:
         log.warning("agents run without a sandbox (no workspace_exec): %s", no_sandbox)
-    broker = BrokerSettings(
-        operator_user_id=settings.operator_user_id,
-        expiry_s=settings.action_expiry_s,
-        max_effect=EffectCeiling(settings.action_max_effect),
-        exec_unavailable=no_sandbox,
-    )
     agent = AgentSettings(
         command=tuple(shlex.split(settings.acp_agent_command)),
         env_allowlist=settings.acp_env_allowlist,
@@ -91,15 +111,7 @@ def build_action_parts(
         auth_method=settings.acp_auth_method,
         sandbox=sandbox,
     )
-    return ActionParts(
-        # Opened last: nothing above can leave it open.
-        store=JobStore(open_engine(url), clock),
-        workspaces=WorkspaceManager(workspace_root(settings.data_dir), settings.workspace_repo, clock=clock),
-        broker=broker,
-        agent=agent,
-        channel_id=settings.action_channel_id,
-        leases=lease_settings(settings, role=LOCAL_ROLE),
-    )
+    return agent, no_sandbox
 
 
 def lease_settings(settings: Settings, *, role: str) -> LeaseSettings:

@@ -1,0 +1,256 @@
+"""``openab-voice executor`` as real worker processes on real PostgreSQL, with the scripted ACP agent.
+
+Every job runs exactly once across N workers; a worker killed with SIGKILL mid-job leaves that job
+``running`` until its lease expires, then another worker's reaper makes it ``outcome_unknown`` with
+its workspace quarantined, and the other jobs are unaffected; SIGTERM drains (the agent is cancelled
+per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat.
+
+The test waits for the workers by reading the store (they are other processes: there is no gate to
+hold them at), with a deadline per wait.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from openab_voice.clock import SystemClock
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.store.database import open_engine, upgrade
+from openab_voice.store.jobs import LEASE_EXPIRED_REASON, JobStore
+from openab_voice.store.records import NewAction, WorkerState, WorkspaceState
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+# The issue asks for 200; 24 keeps the shared 2-core test machine usable (each job is a fresh agent
+# process): OPENAB_TEST_EXECUTOR_JOBS=200 runs the full count.
+JOBS = int(os.environ.get("OPENAB_TEST_EXECUTOR_JOBS", "24"))
+WORKERS = 4
+WAIT_S = 180.0
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[JobStore]:
+    upgrade(db_url)
+    store = JobStore(open_engine(db_url), SystemClock())
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def confirm_jobs(store: JobStore, count: int, goal: str = "write a haiku") -> list[str]:
+    """``count`` jobs confirmed by the operator (as the bot writes them), oldest first."""
+    ids = []
+    for n in range(count):
+        record, _ = store.create(
+            NewAction(
+                id=f"a-{uuid.uuid4().hex[:10]}",
+                goal=f"{goal} {n}",
+                effect_hint=EffectCeiling.WORKSPACE_WRITE,
+                guild_id=1_234_567_890_123_456_789,
+                text_channel_id=1_234_567_890_123_456_790,
+                session_generation=1,
+                proposed_by=111_222_333_444_555_666,
+                expires_at=time.time() + 600,
+            )
+        )
+        store.apply(record.id, JobEvent.DELIVER, actor="system")
+        store.apply(
+            record.id,
+            JobEvent.CONFIRM,
+            actor="111222333444555666",
+            confirmed_by=111_222_333_444_555_666,
+            effect_ceiling=EffectCeiling.WORKSPACE_WRITE,
+        )
+        ids.append(record.id)
+    return ids
+
+
+class Worker:
+    """One ``openab-voice executor`` process."""
+
+    def __init__(self, db_url: str, root: Path, node: str, *, mode: str = "normal", **settings: str) -> None:
+        self.node = node
+        self.data_dir = root / node
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}
+        self.env.update(
+            {
+                "OPENAB_DATABASE_URL": db_url,
+                "OPENAB_DATA_DIR": str(self.data_dir),
+                "OPENAB_NODE_ID": node,
+                "OPENAB_ACP_AGENT_COMMAND": f"{sys.executable} -m openab_voice.testing.acp_agent --mode {mode}",
+                "OPENAB_ACP_SANDBOX": "off",
+                "OPENAB_EXECUTOR_POLL_S": "0.05",
+                "OPENAB_LEASE_S": "2",
+                "OPENAB_HEARTBEAT_S": "0.5",
+                "OPENAB_ACP_CANCEL_GRACE_S": "1",
+                "OPENAB_LOG_LEVEL": "WARNING",
+                **settings,
+            }
+        )
+        self.log = root / f"{node}.log"
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "openab_voice", "executor"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def health(self) -> int:
+        return subprocess.run(
+            [sys.executable, "-m", "openab_voice", "executor", "--health"],
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+        ).returncode
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM, then wait for the exit (a drain)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout_s)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def agents(self) -> list[int]:
+        """Live agent processes working in this worker's workspaces (their cwd is under its data dir)."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(self.data_dir) + os.sep):
+                pids.append(int(entry.name))
+        return pids
+
+
+@pytest.fixture
+def workers(db_url: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(node: str, **kwargs: str) -> Worker:
+        worker = Worker(db_url, tmp_path, node, **kwargs)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait(30)
+        for pid in worker.agents():  # an agent orphaned by a SIGKILLed worker (no sandbox here)
+            os.kill(pid, signal.SIGKILL)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def starts(store: JobStore, action_id: str) -> int:
+    return sum(1 for t in store.transitions(action_id) if t.event == JobEvent.START)
+
+
+def test_n_workers_run_every_job_exactly_once(store: JobStore, workers: Callable[..., Worker]) -> None:
+    jobs = confirm_jobs(store, JOBS)
+    # A long lease: on a loaded 2-core machine a 2 s lease can miss a heartbeat, and a live job is
+    # then (rightly) reaped; this test is about sharing the work out, the next one about leases.
+    pool = [workers(f"w{n}", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="1") for n in range(WORKERS)]
+
+    wait_until(lambda: all(store.require(j).status.terminal for j in jobs), f"{JOBS} jobs to settle")
+
+    records = [store.require(j) for j in jobs]
+    nodes = set()
+    assert {r.status for r in records} == {JobStatus.SUCCEEDED}, [(r.id, r.status, r.detail) for r in records]
+    assert all(starts(store, j) == 1 for j in jobs)
+    for record in records:
+        # Ran where its lease says, and only there: its workspace exists in exactly one worker.
+        assert record.lease_owner is not None
+        node = record.lease_owner.split(":", 1)[1].split("/", 1)[0]
+        ran_in = [
+            w.node for w in pool if (w.data_dir / "workspaces" / record.id / "work" / "RESULT.md").is_file()
+        ]
+        assert ran_in == [node], (record.id, ran_in)
+        nodes.add(node)
+        assert record.result_text and "haiku" in record.result_text
+    assert len(nodes) > 1, nodes  # shared out, not run by one worker while the others skipped
+    assert [w.health() for w in pool] == [0] * WORKERS
+
+    assert [w.stop() for w in pool] == [0] * WORKERS
+    assert {w.state for w in store.workers()} == {WorkerState.STOPPED}
+    assert [w.health() for w in pool] == [1] * WORKERS
+
+
+def test_a_killed_workers_job_is_lost_once_its_lease_expires_and_nothing_else_is(
+    store: JobStore, workers: Callable[..., Worker]
+) -> None:
+    [victim] = confirm_jobs(store, 1, "hang forever")
+    doomed = workers("wa", mode="hang")
+    wait_until(
+        lambda: store.require(victim).status is JobStatus.RUNNING and bool(doomed.agents()),
+        "the agent to run",
+    )
+    running = store.require(victim)
+    assert running.lease_owner is not None and running.lease_owner.startswith("executor:wa/")
+
+    others = confirm_jobs(store, 6)
+    survivor = workers("wb")
+    # Killed while the survivor works beside it (wa runs one job at a time: it takes none of these).
+    wait_until(lambda: any(store.require(j).status is not JobStatus.CONFIRMED for j in others), "wb to start")
+    doomed.process.kill()  # SIGKILL: no drain, no settle, the lease is simply no longer renewed
+    doomed.process.wait(30)
+
+    wait_until(
+        lambda: all(store.require(j).status.terminal for j in [victim, *others]), "every job to settle"
+    )
+    lost = store.require(victim)
+    assert (lost.status, lost.error_code) == (JobStatus.OUTCOME_UNKNOWN, "ACTION_LOST")
+    [*_, last] = store.transitions(victim)
+    assert last.event == JobEvent.LOSE and last.reason == LEASE_EXPIRED_REASON
+    assert last.actor.startswith("reaper:executor:wb/")
+    assert last.at >= (running.lease_until or 0)  # not before the lease had expired
+    workspace = store.workspace(f"scratch:{victim}")
+    assert workspace is not None and workspace.state is WorkspaceState.QUARANTINED
+    assert starts(store, victim) == 1  # never re-run
+    assert {store.require(j).status for j in others} == {JobStatus.SUCCEEDED}
+    assert survivor.stop() == 0
+
+
+def test_sigterm_drains_cancels_the_agent_per_acp_and_exits_in_bound(
+    store: JobStore, workers: Callable[..., Worker]
+) -> None:
+    job, queued = confirm_jobs(store, 2, "a long piece of work")
+    worker = workers("wd", mode="slow", OPENAB_EXECUTOR_DRAIN_S="10")
+    wait_until(lambda: store.require(job).status is JobStatus.RUNNING and bool(worker.agents()), "the agent")
+    assert worker.health() == 0
+
+    began = time.monotonic()
+    assert worker.stop(timeout_s=30) == 0, worker.output()
+    assert time.monotonic() - began < 12  # the drain bound, and the agent's cancel well inside it
+
+    settled = store.require(job)
+    assert settled.status is JobStatus.CANCELLED, (settled.status, settled.detail)
+    assert worker.agents() == []
+    assert store.require(queued).status is JobStatus.CONFIRMED  # not claimed while draining
+    [me] = store.workers(node="wd")
+    assert me.state is WorkerState.STOPPED
+    assert worker.health() != 0
+    workspace = store.workspace(f"scratch:{job}")
+    assert workspace is not None and workspace.state is WorkspaceState.FREE
