@@ -24,6 +24,7 @@ from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.discord.service import VoiceService, VoiceSessions
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import ConfigError
+from openab_voice.memory.meeting import MeetingRecords
 
 
 class EmulatorLink(Protocol):
@@ -94,7 +95,12 @@ class Application:
             records=self.records,
         )
         voice = VoiceService(sessions=sessions, factory=factory)
-        commands = build_voice_group(voice, broker=broker, bus=self.bus, clock=self.clock)
+        meeting = MeetingRecords(
+            self.records.transcripts if self.records is not None else None,
+            chat=self.providers.chat,
+            summary_chars=self.settings.transcript_summary_chars,
+        )
+        commands = build_voice_group(voice, broker=broker, bus=self.bus, clock=self.clock, meeting=meeting)
         return BotParts(voice=voice, commands=commands, actions=plane)
 
     async def aclose(self) -> None:

@@ -1,5 +1,6 @@
 """The record plane's long-lived parts: the job store's database opened (and migrated) for what the
-bot records outside the action plane: the ToolRouter's audit (``OPENAB_TOOL_ROUTER_ENABLED``)."""
+bot records outside the action plane: the ToolRouter's audit (``OPENAB_TOOL_ROUTER_ENABLED``) and the
+voice sessions' transcripts (``OPENAB_TRANSCRIPT_STORE``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import Engine
 from openab_voice.config import Settings
 from openab_voice.store.database import open_engine, resolve_url, upgrade
 from openab_voice.store.tool_calls import ToolCallLog
+from openab_voice.store.transcripts import TranscriptStore
 from openab_voice.tools.router import RouterSettings
 
 __all__ = ["RecordParts", "build_record_parts", "router_settings"]
@@ -22,11 +24,15 @@ class RecordParts:
     Attributes:
         router: the ToolRouter's budgets (None: tool calls go to the registry directly).
         tool_calls: where the router's audit rows go.
+        transcripts: the stored transcripts (None: not stored).
+        retention_s: how long a stored voice session is kept.
     """
 
     engine: Engine
     router: RouterSettings | None = None
     tool_calls: ToolCallLog | None = None
+    transcripts: TranscriptStore | None = None
+    retention_s: float | None = None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -48,9 +54,16 @@ def build_record_parts(settings: Settings) -> RecordParts | None:
     Raises:
         StoreError: the database is unreachable or cannot be migrated.
     """
-    if not settings.tool_router_enabled:
+    if not (settings.tool_router_enabled or settings.transcript_store):
         return None
     url = resolve_url(settings)
     upgrade(url)
     engine = open_engine(url)
-    return RecordParts(engine=engine, router=router_settings(settings), tool_calls=ToolCallLog(engine))
+    routed = settings.tool_router_enabled
+    return RecordParts(
+        engine=engine,
+        router=router_settings(settings) if routed else None,
+        tool_calls=ToolCallLog(engine) if routed else None,
+        transcripts=TranscriptStore(engine) if settings.transcript_store else None,
+        retention_s=settings.transcript_retention_days * 86_400.0,
+    )

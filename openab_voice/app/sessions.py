@@ -26,6 +26,7 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.transcriber import Transcriber
+from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.tools.registry import default_tools
 from openab_voice.tools.router import ToolRouter
 
@@ -140,7 +141,42 @@ class SessionFactory:
             transcriber=transcriber,
             conversation=conversation,
             intake=intake,
+            recorder=self._recorder(channel, session_id),
             connect_timeout_s=options.connect_timeout_s,
+        )
+
+    def _recorder(self, channel: VoiceChannel, session_id: str) -> TranscriptRecorder | None:
+        """The transcript recorder, when transcripts are stored."""
+        records = self._records
+        if records is None or records.transcripts is None:
+            return None
+        me = channel.guild.me
+        dialogue = self._providers.dialogue
+        wake_name = dialogue.wake_name if dialogue is not None else None
+
+        def audience() -> frozenset[int]:
+            return frozenset(m.id for m in channel.members if m.id != me.id)
+
+        def name_of(user_id: str) -> str:
+            member = channel.guild.get_member(int(user_id)) if user_id.isdigit() else None
+            return member.display_name if member is not None else user_id
+
+        place = RecorderPlace(
+            guild_id=channel.guild.id,
+            channel_id=channel.id,
+            channel_name=channel.name,
+            bot_id=str(me.id),
+            bot_name=lambda: wake_name or me.display_name,
+            audience=audience,
+            name_of=name_of,
+        )
+        return TranscriptRecorder(
+            records.transcripts,
+            bus=self._bus,
+            clock=self._clock,
+            session_id=session_id,
+            place=place,
+            retention_s=records.retention_s,
         )
 
     def _facts(

@@ -1,7 +1,9 @@
-"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``, ``reconcile <id>``."""
+"""The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``,
+``reconcile <id>``, ``transcript [session]``, ``summary [session]``."""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +17,7 @@ from openab_voice.bus.events import CommandInvoked
 from openab_voice.clock import Clock
 from openab_voice.discord.service import VoiceService
 from openab_voice.errors import OpenabError
+from openab_voice.memory.meeting import MeetingRecords, Refusal
 from openab_voice.store.records import ActionRecord
 
 log = logging.getLogger(__name__)
@@ -51,10 +54,20 @@ def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -
     return "\n".join(lines)
 
 
+_MESSAGE_CHARS = 2000  # Discord's limit for one message's content
+
+
 def build_voice_group(
-    service: VoiceService, *, broker: ActionBroker | None, bus: EventBus, clock: Clock
+    service: VoiceService,
+    *,
+    broker: ActionBroker | None,
+    bus: EventBus,
+    clock: Clock,
+    meeting: MeetingRecords | None = None,
 ) -> app_commands.Group:
-    """Create the ``/voice`` command group on ``service`` and, when actions are on, ``broker``."""
+    """Create the ``/voice`` command group on ``service`` and, when actions are on, ``broker``;
+    ``meeting`` answers ``transcript`` and ``summary`` (None: transcripts are not stored)."""
+    records = meeting or MeetingRecords(None)
     group = app_commands.Group(name="voice", description="Voice channel controls", guild_only=True)
 
     def record(interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
@@ -157,7 +170,74 @@ def build_voice_group(
         record(interaction, "voice reconcile", outcome.ok, outcome.code or action_id)
         await interaction.response.send_message(outcome.message, ephemeral=True)
 
+    async def resolve(interaction: discord.Interaction, command: str, session: str | None) -> Any:
+        assert interaction.guild_id is not None
+        live = service.get(interaction.guild_id)
+        found = await records.resolve(
+            guild_id=interaction.guild_id,
+            user_id=interaction.user.id,
+            session_id=session,
+            live_id=live.id if live is not None else None,
+            live_audience=live.listeners() if live is not None else (),
+        )
+        if isinstance(found, Refusal):
+            record(interaction, command, False, found.reason)
+            await interaction.response.send_message(found.reason, ephemeral=True)
+            return None
+        return found
+
+    @group.command(name="transcript", description="The stored transcript of a voice session, as files")
+    @app_commands.describe(session="The session id (default: the current or latest session)")
+    async def transcript(interaction: discord.Interaction, session: str | None = None) -> None:
+        found = await resolve(interaction, "voice transcript", session)
+        if found is None:
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        export = await records.export(found)
+        stem = f"transcript-{found.id}"
+        files = [
+            discord.File(io.BytesIO(export.text.encode()), filename=f"{stem}.txt"),
+            discord.File(io.BytesIO(export.json.encode()), filename=f"{stem}.json"),
+        ]
+        record(interaction, "voice transcript", True, found.id)
+        await interaction.followup.send(
+            f"Transcript of session `{found.id}` in #{found.channel_name}: {export.lines} lines.",
+            files=files,
+            ephemeral=True,
+        )
+
+    @group.command(name="summary", description="A summary of a voice session, posted here")
+    @app_commands.describe(session="The session id (default: the current or latest session)")
+    async def summary(interaction: discord.Interaction, session: str | None = None) -> None:
+        found = await resolve(interaction, "voice summary", session)
+        if found is None:
+            return
+        await interaction.response.defer(thinking=True)
+        result = await records.summarize(found)
+        if isinstance(result, Refusal):
+            record(interaction, "voice summary", False, result.reason)
+            await interaction.followup.send(result.reason)
+            return
+        record(interaction, "voice summary", True, found.id)
+        note = " (its most recent part)" if result.truncated else ""
+        text = f"**Summary of session `{found.id}` in #{found.channel_name}{note}**\n{result.text}"
+        for chunk in split_message(text):
+            await interaction.followup.send(chunk)
+
     return group
+
+
+def split_message(text: str, limit: int = _MESSAGE_CHARS) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at line ends where there are any."""
+    chunks: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit)
+        cut = cut if cut > 0 else limit
+        chunks.append(text[:cut])
+        text = text[cut:].lstrip("\n")
+    if text:
+        chunks.append(text)
+    return chunks
 
 
 def format_actions(actions: Sequence[ActionRecord]) -> str:

@@ -25,6 +25,7 @@ from openab_voice.discord.voice_client import (
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.transcriber import Transcriber
+from openab_voice.memory.recorder import TranscriptRecorder
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class VoiceSession:
         transcriber: when transcription is on (the default).
         conversation: when the spoken dialogue is on.
         intake: the task phrase path, when actions are on and there is a control channel.
+        recorder: stores the transcript, when ``OPENAB_TRANSCRIPT_STORE`` is on.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class VoiceSession:
         transcriber: Transcriber | None = None,
         conversation: ConversationManager | None = None,
         intake: TaskPhraseIntake | None = None,
+        recorder: TranscriptRecorder | None = None,
         connect_timeout_s: float = 30.0,
     ) -> None:
         self.id = session_id
@@ -71,6 +74,7 @@ class VoiceSession:
         self.transcriber = transcriber
         self.conversation = conversation
         self.intake = intake
+        self.recorder = recorder
         self._bus = bus
         self._clock = clock
         self._connect_timeout_s = connect_timeout_s
@@ -93,6 +97,8 @@ class VoiceSession:
         self.voice_client = vc
         if self.playback is not None:
             self.playback.attach(vc, loop)
+        if self.recorder is not None:
+            await self.recorder.start()  # before the transcriber: no final goes unrecorded
         if self.transcriber is not None:
             self.transcriber.start(self.frontend.subscribe())
         if self.conversation is not None:
@@ -185,6 +191,8 @@ class VoiceSession:
             await self.conversation.aclose()
         if self.transcriber is not None:
             await self.transcriber.aclose()
+        if self.recorder is not None:
+            await self.recorder.aclose()  # after the last final and the bot's last utterance
         if self.playback is not None:
             await self.playback.aclose()
         vc = self.voice_client

@@ -170,3 +170,38 @@ class ToolCallRow(Base):
     duration_ms: Mapped[float] = mapped_column(Double)
     truncated: Mapped[bool] = mapped_column(Boolean)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class VoiceSessionRow(Base):
+    """A recorded voice session (``OPENAB_TRANSCRIPT_STORE``): where and when, and who was there.
+
+    ``audience`` lists the Discord user ids (strings) seen in the channel while it was recorded: only
+    they may read its transcript.
+    """
+
+    __tablename__ = "voice_sessions"
+    __table_args__ = (Index(None, "guild_id", "started_at"), Index(None, "started_at"))
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    guild_id: Mapped[int] = mapped_column(BigInteger)
+    channel_id: Mapped[int] = mapped_column(BigInteger)
+    channel_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    started_at: Mapped[float] = mapped_column(Double)
+    ended_at: Mapped[float | None] = mapped_column(Double)
+    audience: Mapped[list[str]] = mapped_column(JSON)
+
+
+class TranscriptLine(Base):
+    """One final of a speaker, or what the bot was heard saying, in a recorded voice session."""
+
+    __tablename__ = "transcript_lines"
+    __table_args__ = (Index(None, "session_id", "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("voice_sessions.id"))
+    kind: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    speaker_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    speaker_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    text: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[float] = mapped_column(Double)
+    ended_at: Mapped[float] = mapped_column(Double)

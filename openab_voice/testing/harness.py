@@ -16,6 +16,7 @@ from typing import Any
 
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.app import ActionParts, Application
+from openab_voice.app.records import RecordParts
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
@@ -38,6 +39,8 @@ class BotOnEmulator:
         providers: shared by the bot's sessions (default: none, so receive only).
         actions: the action plane's parts (:func:`~openab_voice.app.build_action_parts`); the bot
             builds the plane on them (:attr:`actions`).
+        records: the record plane's parts (:func:`~openab_voice.app.records.build_record_parts`):
+            the ToolRouter's audit and the stored transcripts.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class BotOnEmulator:
         bus: EventBus | None = None,
         providers: ConversationProviders | None = None,
         actions: ActionParts | None = None,
+        records: RecordParts | None = None,
     ) -> None:
         if not users:
             raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
@@ -62,6 +66,7 @@ class BotOnEmulator:
             clock=self.clock,
             providers=providers if providers is not None else ConversationProviders(),
             actions=actions,
+            records=records,
         )
         self.emulator = DiscordEmulator(config, clock=self.clock)
         self.users = dict(users)
@@ -87,6 +92,7 @@ class BotOnEmulator:
             bus=app.bus,
             providers=app.providers,
             actions=app.actions,
+            records=app.records,
         )
 
     @property

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.models import GuildState
+from openab_voice.testing.emulator.responses import Upload
 from openab_voice.testing.emulator.waiting import HangGuard
 from openab_voice.testing.emulator.wire import JsonObject
 
@@ -47,6 +49,7 @@ class InteractionReply:
         content: the message content (``""`` for content-less answers such as a modal).
         message: a copy of the message as stored (``None`` for a modal).
         ephemeral: whether only the invoking user would see it.
+        files: the files attached to it, as uploaded (follow-ups).
     """
 
     source: Literal["callback", "edit", "followup"]
@@ -54,6 +57,7 @@ class InteractionReply:
     content: str
     message: JsonObject | None
     ephemeral: bool
+    files: tuple[Upload, ...] = ()
 
 
 class Interaction:
@@ -150,7 +154,11 @@ class Interaction:
         self._acked.set()
 
     def record_reply(
-        self, source: Literal["callback", "edit", "followup"], message: JsonObject | None
+        self,
+        source: Literal["callback", "edit", "followup"],
+        message: JsonObject | None,
+        *,
+        files: Sequence[Upload] = (),
     ) -> None:
         flags = int((message or {}).get("flags") or 0)
         self._replies.append(
@@ -160,6 +168,7 @@ class Interaction:
                 content=str((message or {}).get("content") or ""),
                 message=copy.deepcopy(message),
                 ephemeral=bool(flags & payloads.MESSAGE_FLAG_EPHEMERAL),
+                files=tuple(files),
             )
         )
         self._replied.set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from openab_voice.testing.emulator.models import GuildState, UserRecord
+from openab_voice.testing.emulator.responses import Upload
 from openab_voice.testing.emulator.wire import JsonObject
 
 # Every permission bit Discord defines today: the emulator never denies anything.
@@ -225,6 +226,25 @@ def message_payload(
     if nonce is not None:
         data["nonce"] = nonce
     return data
+
+
+def attachments_payload(state: GuildState, message: JsonObject, uploads: list[Upload]) -> list[JsonObject]:
+    """The ``attachments`` of a message the bot sent files with (the bytes stay with the interaction)."""
+    result: list[JsonObject] = []
+    for upload in uploads:
+        attachment_id = state.snowflakes.next()
+        url = f"https://cdn.emulator.invalid/attachments/{message['channel_id']}/{attachment_id}/{upload.filename}"
+        result.append(
+            {
+                "id": str(attachment_id),
+                "filename": upload.filename,
+                "size": len(upload.data),
+                "content_type": upload.content_type,
+                "url": url,
+                "proxy_url": url,
+            }
+        )
+    return result
 
 
 def apply_edit(state: GuildState, message: JsonObject, body: Any) -> JsonObject:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -87,35 +88,57 @@ async def discord_errors(request: web.Request, handler: Handler) -> web.StreamRe
         return error_response(500, CODE_GENERAL, "500: Internal Server Error")
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file the bot attached to a message (a ``files[n]`` part of a multipart upload)."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON: a JSON body, or the ``payload_json`` part of a multipart upload.
 
     Raises:
         RestError: 400 / 50109 for a body that is not valid JSON.
     """
+    return (await read_upload(request))[0]
+
+
+async def read_upload(request: web.Request) -> tuple[Any, list[Upload]]:
+    """The request body as JSON, and the files of a multipart upload (none for a JSON body).
+
+    Raises:
+        RestError: 400 / 50109 for a body that is not valid JSON.
+    """
     if request.content_type.startswith("multipart/"):
-        return await _read_multipart_payload(request)
+        return await _read_multipart(request)
     raw = await request.read()
     if not raw:
-        return {}
+        return {}, []
     try:
-        return json.loads(raw)
+        return json.loads(raw), []
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise RestError(400, CODE_INVALID_JSON, "The request body contains invalid JSON.") from None
 
 
-async def _read_multipart_payload(request: web.Request) -> Any:
-    # discord.py sends files as multipart with the JSON in a part named "payload_json"
-    # (discord/http.py handle_message_parameters); attachments themselves are not kept.
+async def _read_multipart(request: web.Request) -> tuple[Any, list[Upload]]:
+    # discord.py sends files as multipart with the JSON in a part named "payload_json" and each file
+    # in a part named "files[n]" (discord/http.py handle_message_parameters).
     try:
         reader = await request.multipart()
         payload: Any = {}
+        uploads: list[Upload] = []
         while (part := await reader.next()) is not None:
             if isinstance(part, BodyPartReader) and part.name == "payload_json":
                 payload = json.loads(await part.text())
+            elif isinstance(part, BodyPartReader) and (part.name or "").startswith("files["):
+                content_type = part.headers.get("Content-Type", "application/octet-stream")
+                uploads.append(Upload(part.filename or "file", content_type, bytes(await part.read())))
             elif isinstance(part, BodyPartReader):
                 await part.release()
-        return payload
+        return payload, uploads
     except (ValueError, UnicodeDecodeError) as exc:
         raise RestError(400, CODE_INVALID_JSON, f"The request body contains invalid JSON: {exc}") from None
 

@@ -35,6 +35,7 @@ from openab_voice.testing.emulator.responses import (
     json_response,
     no_content,
     read_json,
+    read_upload,
     snowflake,
 )
 from openab_voice.testing.emulator.rest import API
@@ -189,8 +190,9 @@ class WebhookApi:
         interaction = self._hook(request)
         if not interaction.callbacks:
             raise RestError(404, CODE_UNKNOWN_WEBHOOK, "Unknown Webhook")  # Discord: acknowledge first
-        body = parse(MessageBody, await read_json(request), what="follow-up message")
-        check_message_body(body, creating=True)
+        raw, uploads = await read_upload(request)
+        body = parse(MessageBody, raw, what="follow-up message")
+        check_message_body(body, creating=not uploads)  # a message of files alone is not empty
         original = interaction.original
         if original is not None and int(original["flags"]) & payloads.MESSAGE_FLAG_LOADING:
             # The first follow-up after a deferral replaces the "thinking..." message.
@@ -206,8 +208,10 @@ class WebhookApi:
                 webhook_id=state.ids.application_id,
             )
             self._publish(message)
+        if uploads:
+            message["attachments"] = payloads.attachments_payload(self._state, message, uploads)
         interaction.followups.append(message)
-        interaction.record_reply("followup", message)
+        interaction.record_reply("followup", message, files=uploads)
         if request.query.get("wait", "").lower() in ("1", "true"):
             return json_response(message)
         return no_content()

@@ -1,0 +1,291 @@
+"""The meeting record below the commands: the transcript rows (SQLite and PostgreSQL), the recorder's
+times, filters and failures, retention, and the bounded summary request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import pytest
+
+from openab_voice.bus import EventBus
+from openab_voice.clock import FakeClock
+from openab_voice.discord.commands import split_message
+from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
+from openab_voice.errors import StoreError
+from openab_voice.memory.meeting import MeetingRecords, Refusal, Summary, render_text
+from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
+from openab_voice.providers.speech import (
+    ChatCapabilities,
+    ChatDone,
+    ChatEvent,
+    ChatMessage,
+    TextDelta,
+    ToolSpec,
+)
+from openab_voice.store.database import open_engine, upgrade
+from openab_voice.store.transcripts import LineKind, NewLine, TranscriptStore
+
+GUILD = 1_234_567_890_123_456_789
+DAY = 86_400.0
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[TranscriptStore]:
+    upgrade(db_url)
+    engine = open_engine(db_url)
+    try:
+        yield TranscriptStore(engine)
+    finally:
+        engine.dispose()
+
+
+def line(text: str, start: float, *, speaker: str = "1001", kind: LineKind = LineKind.SPEECH) -> NewLine:
+    return NewLine(
+        kind=kind,
+        speaker_id=speaker,
+        speaker_name=f"user{speaker}",
+        text=text,
+        started_at=start,
+        ended_at=start + 1,
+    )
+
+
+def test_sessions_lines_audience_and_retention(store: TranscriptStore) -> None:
+    store.open_session("s-old", guild_id=GUILD, channel_id=2, channel_name="general", started_at=1000.0)
+    store.open_session(
+        "s-new", guild_id=GUILD, channel_id=2, channel_name="general", started_at=1000.0 + 40 * DAY
+    )
+    store.open_session(
+        "s-new", guild_id=GUILD, channel_id=9, channel_name="again", started_at=0.0
+    )  # idempotent
+    store.open_session("s-other", guild_id=7, channel_id=3, channel_name="x", started_at=2000.0 + 40 * DAY)
+    store.add("s-old", [line("old words", 1001.0)], audience=[1001])
+    store.add("s-new", [line("second", 20.0), line("first", 10.0, speaker="1002")], audience=[1001, 1002])
+    store.add("s-new", [line("heard", 15.0, speaker="99", kind=LineKind.BOT)], audience=[1002, 1003])
+    with pytest.raises(KeyError):
+        store.add("missing", [line("x", 1.0)])
+    new = store.session("s-new")
+    assert new is not None and (new.channel_id, new.channel_name) == (2, "general")
+    assert new.audience == {1001, 1002, 1003}
+    assert [(li.text, li.kind) for li in store.lines("s-new")] == [
+        ("first", LineKind.SPEECH),
+        ("heard", LineKind.BOT),
+        ("second", LineKind.SPEECH),
+    ]
+    assert [li.text for li in store.lines("s-new", limit=1)] == ["first"]
+    latest = store.latest(GUILD)
+    assert latest is not None and latest.id == "s-new"
+    store.close_session("s-new", ended_at=5.0)
+    store.close_session("s-new", ended_at=9.0)  # the first end stays
+    assert (store.session("s-new") or new).ended_at == 5.0
+    assert store.purge(started_before=1000.0 + 30 * DAY) == 1
+    assert store.session("s-old") is None and store.lines("s-old") == []
+    assert store.lines("s-new") != [] and store.latest(7) is not None
+
+
+def place(members: list[int]) -> RecorderPlace:
+    return RecorderPlace(
+        guild_id=GUILD,
+        channel_id=2,
+        channel_name="general",
+        bot_id="99",
+        bot_name=lambda: "Jarvis",
+        audience=lambda: list(members),
+        name_of=lambda uid: {"1001": "Alice"}.get(uid, uid),
+    )
+
+
+async def test_the_recorder_stores_wall_times_and_heard_speech_only(store: TranscriptStore) -> None:
+    clock, bus = FakeClock(start=1000.0, wall_start=1_700_000_000.0), EventBus()
+    store.open_session(
+        "s-stale", guild_id=GUILD, channel_id=2, channel_name="g", started_at=clock.wall() - 31 * DAY
+    )
+    members = [1001]
+    recorder = TranscriptRecorder(
+        store, bus=bus, clock=clock, session_id="s1", place=place(members), retention_s=30 * DAY
+    )
+    await recorder.start()
+    assert store.session("s-stale") is None  # retention applied when a session starts
+    clock.advance(10.0)  # monotonic 1010, wall 1_700_000_010
+    bus.publish(
+        TranscriptFinal(
+            at=clock.monotonic(),
+            session_id="s1",
+            speaker_id="1001",
+            utterance_id="u1",
+            text=" Hello there ",
+            audio_start=1004.0,
+            audio_end=1009.5,
+            partials=2,
+        )
+    )
+    bus.publish(
+        TranscriptFinal(
+            at=clock.monotonic(),
+            session_id="s2",
+            speaker_id="1001",
+            utterance_id="u2",
+            text="other session",
+            audio_start=1004.0,
+            audio_end=1009.5,
+            partials=2,
+        )
+    )
+    members.append(1002)
+    bus.publish(
+        BotUtteranceFinished(
+            at=clock.monotonic(),
+            session_id="s1",
+            turn_id="t1",
+            text="Hi! More.",
+            spoken_text="",
+            interrupted=True,
+        )
+    )
+    bus.publish(
+        BotUtteranceFinished(
+            at=clock.monotonic(),
+            session_id="s1",
+            turn_id="t2",
+            text="Hi! More.",
+            spoken_text="Hi!",
+            interrupted=True,
+        )
+    )
+    await recorder.flush()
+    stored = store.lines("s1")
+    assert [(li.speaker_name, li.text, li.started_at, li.ended_at) for li in stored] == [
+        ("Alice", "Hello there", 1_700_000_004.0, 1_700_000_009.5),
+        ("Jarvis", "Hi!", 1_700_000_010.0, 1_700_000_010.0),
+    ]
+    assert (store.session("s1") or pytest.fail()).audience == {1001, 1002}
+    clock.advance(5.0)
+    await recorder.aclose()
+    await recorder.aclose()  # idempotent
+    assert (store.session("s1") or pytest.fail()).ended_at == 1_700_000_015.0
+    bus.publish(
+        BotUtteranceFinished(
+            at=clock.monotonic(),
+            session_id="s1",
+            turn_id="t3",
+            text="x",
+            spoken_text="late",
+            interrupted=False,
+        )
+    )
+    assert [li.text for li in store.lines("s1")] == ["Hello there", "Hi!"]  # no longer listening
+    assert recorder.written == 2 and recorder.write_failures == 0
+
+
+class FlakyStore(TranscriptStore):
+    def __init__(self, inner: TranscriptStore) -> None:
+        self._inner = inner
+        self.fail = True
+
+    def open_session(self, session_id: str, **kwargs: object) -> None:  # type: ignore[override]
+        self._inner.open_session(session_id, **kwargs)  # type: ignore[arg-type]
+
+    def add(self, session_id: str, lines: Sequence[NewLine], **kwargs: object) -> None:  # type: ignore[override]
+        if self.fail:
+            self.fail = False
+            raise StoreError("database is locked", code="STORE_UNAVAILABLE")
+        self._inner.add(session_id, lines, **kwargs)  # type: ignore[arg-type]
+
+    def close_session(self, session_id: str, *, ended_at: float) -> None:
+        self._inner.close_session(session_id, ended_at=ended_at)
+
+
+async def test_a_failed_write_is_counted_and_recording_goes_on(store: TranscriptStore) -> None:
+    clock, bus = FakeClock(), EventBus()
+    recorder = TranscriptRecorder(
+        FlakyStore(store), bus=bus, clock=clock, session_id="s1", place=place([1001])
+    )
+    await recorder.start()
+    for n, text in enumerate(["lost", "kept"]):
+        bus.publish(
+            TranscriptFinal(
+                at=clock.monotonic(),
+                session_id="s1",
+                speaker_id="1001",
+                utterance_id=f"u{n}",
+                text=text,
+                audio_start=clock.monotonic() - 1,
+                audio_end=clock.monotonic(),
+                partials=1,
+            )
+        )
+        await recorder.flush()
+    await recorder.aclose()
+    assert [li.text for li in store.lines("s1")] == ["kept"]
+    assert (recorder.written, recorder.write_failures) == (1, 1)
+
+
+class EchoModel:
+    capabilities = ChatCapabilities(name="echo", streaming=True, tools=False, model="echo")
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[list[ChatMessage], Sequence[ToolSpec]]] = []
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[ChatEvent]:
+        self.requests.append((list(messages), tools))
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[ChatEvent]:
+        await asyncio.sleep(0)
+        yield TextDelta(text=" A short summary. ")
+        yield ChatDone(finish_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_summary_sees_the_transcripts_end_in_whole_lines(store: TranscriptStore) -> None:
+    store.open_session("s1", guild_id=GUILD, channel_id=2, channel_name="general", started_at=0.0)
+    store.add(
+        "s1", [line(f"sentence number {n:03d} of the meeting", float(n)) for n in range(100)], audience=[1001]
+    )
+    model = EchoModel()
+    records = MeetingRecords(store, chat=model, summary_chars=500)
+    session = await records.resolve(guild_id=GUILD, user_id=1001)
+    assert not isinstance(session, Refusal)
+    summary = await records.summarize(session)
+    assert isinstance(summary, Summary) and summary.text == "A short summary." and summary.truncated
+    ((messages, tools),) = model.requests
+    assert tools == ()
+    body = messages[1].content.split("\n", 1)[1]
+    assert (
+        len(body) <= 500
+        and body.startswith("[00:01:32] user1001: sentence number 092")
+        and body.endswith("sentence number 099 of the meeting")
+    )
+    assert "number 000" not in body
+    # A guild's caller outside the audience, another guild, no chat model, nothing said.
+    assert await records.resolve(guild_id=GUILD, user_id=5) == Refusal(
+        "Only people who were in that voice session can read its transcript."
+    )
+    assert isinstance(
+        await records.resolve(guild_id=GUILD, user_id=5, live_id="s1", live_audience=[5]), type(session)
+    )
+    assert await records.resolve(guild_id=7, user_id=1001, session_id="s1") == Refusal(
+        "No stored transcript for session s1 in this server."
+    )
+    assert isinstance(await MeetingRecords(store).summarize(session), Refusal)
+    store.open_session("s2", guild_id=GUILD, channel_id=2, channel_name="general", started_at=1.0)
+    store.add("s2", [], audience=[1001])
+    empty = await records.resolve(guild_id=GUILD, user_id=1001, session_id="s2")
+    assert not isinstance(empty, Refusal)
+    assert await records.summarize(empty) == Refusal("Nothing was said in session s2 yet.")
+    assert render_text(empty, []).startswith(
+        "Voice session s2 in #general\nStarted 1970-01-01T00:00:01Z, ended still running"
+    )
+
+
+def test_long_posts_are_split_at_line_ends() -> None:
+    text = "\n".join(f"line {n} " + "x" * 90 for n in range(60))
+    chunks = split_message(text)
+    assert all(len(c) <= 2000 for c in chunks) and len(chunks) == 3
+    assert "\n".join(chunks) == text
+    assert split_message("y" * 4500) == ["y" * 2000, "y" * 2000, "y" * 500]
