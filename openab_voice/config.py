@@ -154,6 +154,23 @@ class Settings(BaseSettings):
         description="Most transcript characters (its end) /voice summary gives the chat model.",
     )
 
+    # --- long-term memory ---
+    memory_enabled: bool = Field(
+        default=False,
+        description=(
+            "Long-term memory: typed records in the job store's database, vectors from the offline "
+            "all-MiniLM-L6-v2 embedder in a FAISS index; off: no reads, no writes."
+        ),
+    )
+    memory_top_k: int = Field(default=3, ge=1, le=20, description="Memories given to the model per turn.")
+    memory_min_score: float = Field(
+        default=0.3, ge=-1.0, le=1.0, description="Least cosine similarity of a memory given to the model."
+    )
+    memory_vectors_path: Path | None = Field(
+        default=None,
+        description="The memory's vector file (default: memory-vectors.bin in OPENAB_DATA_DIR).",
+    )
+
     # --- tools ---
     tool_router_enabled: bool = Field(
         default=False,
@@ -253,11 +270,24 @@ class Settings(BaseSettings):
     heartbeat_s: float = Field(
         default=10.0, gt=0, le=1800, description="How often leases are renewed and dead ones reaped."
     )
+    executor: Literal["local", "remote"] = Field(
+        default="local",
+        description=(
+            "Where confirmed actions run: local (in the bot's process) or remote (openab-voice executor "
+            "workers claim them from the PostgreSQL store; the bot only delivers their results)."
+        ),
+    )
     executor_concurrency: int = Field(
         default=1, ge=1, le=64, description="openab-voice executor: most actions one worker runs at once."
     )
     executor_poll_s: float = Field(
-        default=1.0, gt=0, le=60, description="openab-voice executor: wait between claims when idle or full."
+        default=1.0,
+        gt=0,
+        le=60,
+        description=(
+            "openab-voice executor: wait between claims when idle or full; a remote-executor bot: how "
+            "often it reads the store for settled results."
+        ),
     )
     executor_drain_s: float = Field(
         default=20.0,
@@ -297,7 +327,8 @@ class Settings(BaseSettings):
             raise ValueError("dialogue_enabled needs transcription_enabled")
         if self.actions_enabled and self.operator_user_id is None:
             raise ValueError("operator_user_id is required when actions_enabled")
-        if self.actions_enabled and not self.acp_agent_command.strip():
+        if self.actions_enabled and self.executor == "local" and not self.acp_agent_command.strip():
+            # Remote executors run the agent; a bot that only queues and delivers needs no command.
             raise ValueError("acp_agent_command is required when actions_enabled")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ValueError("heartbeat_s must be at most half of lease_s")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.broker import ActionBroker
+from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
 from openab_voice.actions.leases import LeaseKeeper, LeaseSettings
 from openab_voice.actions.ports import ControlChannel, VoiceSide
+from openab_voice.actions.remote import RemoteResults, no_local_workspace, not_here, queued
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
@@ -21,7 +23,12 @@ from openab_voice.store.records import ActionRecord
 
 
 class ActionPlane:
-    """Owns the broker and the executor of this process (and closes them; the store is the caller's)."""
+    """Owns the broker and the executor of this process (and closes them; the store is the caller's).
+
+    With ``remote_poll_s`` set (``OPENAB_EXECUTOR=remote``) the executor here starts nothing: a
+    confirmed job waits in the store for an ``openab-voice executor``, and :class:`RemoteResults`
+    delivers what the workers settled, polling every ``remote_poll_s``.
+    """
 
     def __init__(
         self,
@@ -35,6 +42,7 @@ class ActionPlane:
         bus: EventBus,
         clock: Clock,
         leases: LeaseSettings | None = None,
+        remote_poll_s: float | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces
@@ -60,10 +68,17 @@ class ActionPlane:
             settings=broker,
             bus=bus,
             clock=clock,
-            on_confirmed=self._executor.launch,
-            on_cancel=self._executor.cancel,
-            on_reconcile=self._executor.lift_quarantine,
+            on_confirmed=self._executor.launch if remote_poll_s is None else queued,
+            on_cancel=self._executor.cancel if remote_poll_s is None else not_here,
+            on_reconcile=self._executor.lift_quarantine if remote_poll_s is None else no_local_workspace,
         )
+        self._remote: RemoteResults | None = None
+        if remote_poll_s is not None:
+            jobs = JobWriter(store, bus=bus, clock=clock)
+            delivery = ResultDelivery(
+                jobs, channel=channel, voice=voice, bus=bus, clock=clock, trusted=agent.trusted_listener_ids
+            )
+            self._remote = RemoteResults(jobs, delivery, poll_s=remote_poll_s)
 
     @property
     def store(self) -> JobStore:
@@ -81,15 +96,26 @@ class ActionPlane:
     def leases(self) -> LeaseKeeper:
         return self._leases
 
+    @property
+    def remote(self) -> RemoteResults | None:
+        """The delivery of remote workers' results, when executors are remote."""
+        return self._remote
+
     async def start(self) -> None:
         """Restart reconciliation (dead running jobs → outcome_unknown, their workspaces quarantined in
         the store and on disk, never re-run; jobs with a live lease of another process are left
         alone), then the expiry sweeper and the lease heartbeat (renewal and reaper)."""
-        reconciled = await self.broker.start(own_lease_prefix=self._leases.settings.prefix)
+        reconciled = await self.broker.start(
+            own_lease_prefix=self._leases.settings.prefix,
+            # Remote: a confirmed job waits in the queue for a worker, restart or not.
+            fail_unleased_confirmed=self._remote is None,
+        )
         for record in reconciled:
             if record.status is JobStatus.OUTCOME_UNKNOWN:
                 self._quarantine_on_disk(record)
         self._leases.start()
+        if self._remote is not None:
+            self._remote.start()
 
     def _quarantine_on_disk(self, record: ActionRecord) -> None:
         """Mark a lost job's workspace on disk too, where it lives on this machine."""
@@ -100,6 +126,8 @@ class ActionPlane:
             )
 
     async def aclose(self) -> None:
+        if self._remote is not None:
+            await self._remote.aclose()
         await self._broker.aclose()
         await self._executor.aclose()
         await self._leases.aclose()  # last: the executor's settling agents keep their leases

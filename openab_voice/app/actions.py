@@ -40,6 +40,7 @@ class ActionParts:
     agent: AgentSettings
     channel_id: int | None = None
     leases: LeaseSettings = field(default_factory=LeaseSettings)
+    remote_poll_s: float | None = None  # executors are remote: deliver their results, start nothing
 
 
 def build_action_parts(
@@ -59,6 +60,12 @@ def build_action_parts(
         return None
     assert settings.operator_user_id is not None  # Settings validates this when actions are on
     url = resolve_url(settings)
+    if settings.executor == "remote" and not url.startswith(("postgresql", "postgres")):
+        raise ConfigError(
+            "OPENAB_EXECUTOR=remote needs a PostgreSQL OPENAB_DATABASE_URL shared with the executors",
+            setting="OPENAB_EXECUTOR",
+            code="CONFIG_EXECUTOR_NEEDS_POSTGRES",
+        )
     upgrade(url)
     agent, no_sandbox = agent_settings(settings, url=url, environ=environ)
     broker = BrokerSettings(
@@ -75,6 +82,7 @@ def build_action_parts(
         agent=agent,
         channel_id=settings.action_channel_id,
         leases=lease_settings(settings, role=LOCAL_ROLE),
+        remote_poll_s=settings.executor_poll_s if settings.executor == "remote" else None,
     )
 
 

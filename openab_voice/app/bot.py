@@ -83,6 +83,7 @@ class Application:
                 bus=self.bus,
                 clock=self.clock,
                 leases=self.actions.leases,
+                remote_poll_s=self.actions.remote_poll_s,
             )
         broker = plane.broker if plane is not None else None
         factory = SessionFactory(

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Unpack
 
-from sqlalchemy import ColumnElement, Engine, select
+from sqlalchemy import ColumnElement, Engine, and_, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -309,6 +309,29 @@ class JobStore:
             except StaleTransition:
                 continue  # confirmed, rejected or expired by someone else meanwhile: that stands
         return expired
+
+    def undelivered_results(self, *, owner_prefix: str, limit: int = 50) -> list[ActionRecord]:
+        """Settled jobs run by owners starting with ``owner_prefix`` whose result nobody delivered yet.
+
+        The bot with remote executors delivers these (oldest settlement first). A job the broker
+        itself cancelled before it ran (no ``detail``; its proposal was closed instead) is not one.
+        """
+        settled = [s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.OUTCOME_UNKNOWN)]
+        query = (
+            select(Action)
+            .where(
+                Action.delivery_outcome.is_(None),
+                Action.lease_owner.startswith(owner_prefix, autoescape=True),
+                or_(
+                    Action.status.in_(settled),
+                    and_(Action.status == JobStatus.CANCELLED.value, Action.detail.is_not(None)),
+                ),
+            )
+            .order_by(Action.updated_at, Action.id)
+            .limit(limit)
+        )
+        with self._transaction() as session:
+            return [action_record(row) for row in session.scalars(query)]
 
     # --- executor workers' registry ---
 

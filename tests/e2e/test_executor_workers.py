@@ -3,7 +3,8 @@
 Every job runs exactly once across N workers; a worker killed with SIGKILL mid-job leaves that job
 ``running`` until its lease expires, then another worker's reaper makes it ``outcome_unknown`` with
 its workspace quarantined, and the other jobs are unaffected; SIGTERM drains (the agent is cancelled
-per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat.
+per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat;
+a bot with remote executors queues a confirmation and delivers what a real worker did.
 
 The test waits for the workers by reading the store (they are other processes: there is no gate to
 hold them at), with a deadline per wait.
@@ -22,11 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from openab_voice.actions.events import AgentProcessStarted
+from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import LEASE_EXPIRED_REASON, JobStore
 from openab_voice.store.records import NewAction, WorkerState, WorkspaceState
+from tests.fakes.actions import OPERATOR, plane_rig, request
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -254,3 +258,34 @@ def test_sigterm_drains_cancels_the_agent_per_acp_and_exits_in_bound(
     assert worker.health() != 0
     workspace = store.workspace(f"scratch:{job}")
     assert workspace is not None and workspace.state is WorkspaceState.FREE
+
+
+async def test_a_remote_bot_queues_the_confirmation_and_delivers_what_a_real_worker_did(
+    db_url: str, tmp_path: Path, workers: Callable[..., Worker]
+) -> None:
+    async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as rig:
+        await rig.plane.start()
+        worker = workers("wr", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="1")
+        outcome = await rig.broker.propose(request("write a haiku about the sea"))
+        assert outcome.ok and outcome.action is not None, outcome
+        action_id = outcome.action.id
+        clicked = await rig.broker.click(
+            decision=CONFIRM,
+            action_id=action_id,
+            user_id=OPERATOR,
+            message_id=rig.channel.message_ids[action_id],
+        )
+        assert clicked.ok, clicked
+
+        await rig.log.wait_for("say", timeout_s=WAIT_S)  # after the post and its stored outcome
+
+        [text] = rig.channel.results()
+        assert "haiku about the sea" in text
+        record = rig.store.require(action_id)
+        assert (record.status, record.delivery_outcome) == (JobStatus.SUCCEEDED, "delivered")
+        assert record.lease_owner is not None and record.lease_owner.startswith("executor:wr/")
+        assert (worker.data_dir / "workspaces" / action_id / "work" / "RESULT.md").is_file()
+        assert rig.published(AgentProcessStarted) == []  # the bot spawned nothing
+        names = rig.log.names()
+        assert names.index("post_result") < names.index("say")
+        assert worker.stop() == 0

@@ -296,13 +296,15 @@ async def plane_rig(
     git: str = "git",
     store_class: type[JobStore] = JobStore,
     leases: LeaseSettings | None = None,
+    remote_poll_s: float | None = None,
 ) -> AsyncIterator[PlaneRig]:
     """The plane as the app builds it, on fakes; closed (plane, then store) on exit.
 
     ``repo`` makes every workspace a git worktree of it (one shared workspace id); ``git`` is the
     git executable the workspace manager runs; ``store_class`` may be a gated store
     (``tests/fakes/gates.py``); ``command`` replaces the scripted agent (a third-party agent);
-    ``leases`` names the plane's lease owner (role, node) and times.
+    ``leases`` names the plane's lease owner (role, node) and times; ``remote_poll_s`` makes the
+    executors remote (``OPENAB_EXECUTOR=remote``: the plane queues and delivers, never spawns).
     """
     log = log if log is not None else (channel.log if channel is not None else CallLog())
     channel = channel if channel is not None else FakeControlChannel(log)
@@ -338,6 +340,7 @@ async def plane_rig(
         bus=bus,
         clock=clock,
         leases=leases,
+        remote_poll_s=remote_poll_s,
     )
     rig = PlaneRig(
         plane=plane,
