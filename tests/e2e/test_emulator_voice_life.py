@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from typing import Any
 
 import discord
@@ -300,3 +301,24 @@ async def test_every_scripted_voice_event_runs(
         assert "4015" in await emulator.apply_voice_event(VoiceEvent(at=0.0, voice="close"))
         assert emulator.voice_stats()["closes"][-1] == (4015, True)
         await vc.disconnect(force=True)
+
+
+@pytest.mark.parametrize("emulator", [DAVE_ON], indirect=True)
+async def test_binary_op31_is_accepted_too(emulator: DiscordEmulator, discord_client: ClientFactory) -> None:
+    """op 31 as binary (``u8 31 || >H transition_id``) is a report like the JSON one, not an unknown
+    opcode: the connection stays, and the key package that follows re-joins the bot."""
+    emulator.add_user(ALICE, "alice")
+    client: discord.Client = discord_client()
+    async with running_client(emulator, client):
+        vc = await connect(client, emulator, reconnect=False)
+        first = await emulator.wait_voice_ready()
+        await vc.ws.send_binary(31, struct.pack(">H", 7))
+        await until(lambda: emulator.voice_stats()["invalid_reports"] == [7], "the binary op 31")
+        await vc._connection.reinit_dave_session()  # what a client does after reporting (op 26)
+        again = await emulator.wait_dave_synced()
+        assert emulator.voice_stats()["closes"] == [] and again.bot_ssrc == first.bot_ssrc
+        assert sorted(vc._connection.dave_session.get_user_ids()) == sorted(
+            str(u) for u in emulator.dave_members()
+        )
+        assert await heard(vc, emulator, ALICE, 450.0) == pytest.approx(450, abs=5)
+        await vc.disconnect()
