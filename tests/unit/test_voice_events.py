@@ -60,3 +60,26 @@ def test_scenario_events_take_voice_events() -> None:
     ):
         with pytest.raises(ValidationError):
             EventItem.model_validate(bad)
+
+
+async def test_the_demo_runner_hands_voice_events_to_the_emulator(capsys: pytest.CaptureFixture[str]) -> None:
+    from openab_voice.demo import runner
+
+    applied: list[VoiceEvent] = []
+    waited: list[float] = []
+
+    class Emulator:
+        async def apply_voice_event(self, event: VoiceEvent) -> str:
+            applied.append(event)
+            return "voice websocket closed with 4015"
+
+    class Harness:
+        emulator = Emulator()
+
+        async def at(self, seconds: float) -> None:
+            waited.append(seconds)
+
+    item = EventItem.model_validate({"at": 9.0, "voice": "close", "code": 4015})
+    await runner._event_script(Harness(), item)  # type: ignore[arg-type]
+    assert waited == [9.0] and applied == [VoiceEvent(at=9.0, voice="close", code=4015)]
+    assert "9.0s: voice websocket closed with 4015" in capsys.readouterr().out
