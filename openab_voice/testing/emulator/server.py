@@ -355,11 +355,8 @@ class DiscordEmulator:
             EmulatorError: ``EMULATOR_TIMEOUT``.
         """
         async with HangGuard(timeout, f"the bot did not resume its voice session ({resumes})"):
-            while True:
-                conn = await self._voice.wait_attached()
-                if self._voice.resumes >= resumes and conn.attached:
-                    return conn.info()
-                await self._voice.wait_changed()
+            conn = await self._voice.wait_resumed(resumes)
+        return conn.info()
 
     def move_voice_server(self) -> int:
         """Move the call to the emulator's other voice server (VOICE_SERVER_UPDATE mid-call with a

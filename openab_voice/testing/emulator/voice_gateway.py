@@ -154,10 +154,13 @@ class VoiceGateway:
             assert self.active is not None
             return self.active
 
-    async def wait_attached(self) -> VoiceConnection:
-        """The active session once a websocket serves it (after a RESUME, say); no timeout."""
+    async def wait_resumed(self, resumes: int) -> VoiceConnection:
+        """The active session once ``resumes`` RESUMEs succeeded and a websocket serves it; no
+        timeout (callers add one)."""
         async with self._changed:
-            await self._changed.wait_for(lambda: self.active is not None and self.active.attached)
+            await self._changed.wait_for(
+                lambda: self.resumes >= resumes and self.active is not None and self.active.attached
+            )
             assert self.active is not None
             return self.active
 
@@ -186,11 +189,6 @@ class VoiceGateway:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
-
-    async def wait_changed(self) -> None:
-        """Until the next session change (a socket ended, a resume, a transition)."""
-        async with self._changed:
-            await self._changed.wait()
 
     def _end(self, conn: VoiceConnection) -> None:
         conn.closed.set()
@@ -235,7 +233,8 @@ class VoiceGateway:
                 and (forced in RESUMABLE_SERVER_CLOSES if forced is not None else code not in (1000, 1001))
                 and (forced is not None or code < 4000)
             )
-            self.closes.append((code, resumable))
+            if conn.credentials is not None:  # a socket that never held a session is no session close
+                self.closes.append((code, resumable))
             if resumable:
                 conn.detach()
             else:
