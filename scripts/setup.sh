@@ -45,7 +45,8 @@ fi
 # discord.js + @discordjs/voice + davey, the independent voice client the emulator is held against
 # (tests/e2e/test_discordjs_client.py). Pinned in tests/discordjs/package.json; reinstalled when it changes.
 djs=.cache/discordjs-client
-if command -v npm >/dev/null 2>&1 && ! cmp -s tests/discordjs/package.json "$djs/package.json"; then
+if command -v npm >/dev/null 2>&1 && { ! cmp -s tests/discordjs/package.json "$djs/package.json" ||
+  [ ! -f "$djs/node_modules/@discordjs/voice/package.json" ]; }; then
   mkdir -p "$djs" && cp tests/discordjs/package.json "$djs/package.json"
   npm install --prefix "$djs" --no-audit --no-fund --silent || { rm -f "$djs/package.json"; exit 1; }
 fi
