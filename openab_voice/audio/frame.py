@@ -26,6 +26,8 @@ class AudioFrame:
         frame_id: per-stream counter, strictly increasing.
         speaker_id: the Discord user id; ``None`` for the bot's own playback (render reference).
         concealed: True when the samples were synthesized by Opus FEC/PLC rather than received.
+        end_of_transmission: decoded from an Opus silence frame (``F8 FF FE``): a Discord client
+            sends five when it stops transmitting, and nothing after them until it talks again.
     """
 
     pcm: bytes
@@ -35,6 +37,7 @@ class AudioFrame:
     frame_id: int
     speaker_id: str | None
     concealed: bool = False
+    end_of_transmission: bool = False
 
     @property
     def samples_per_channel(self) -> int:

@@ -270,7 +270,7 @@ class FrontEnd:
         for speaker in speakers:
             speaker.ring.poll()
             if speaker.pipeline is not None:
-                speaker.pipeline.check_idle(idle_now)
+                outputs.extend(speaker.pipeline.check_idle(idle_now))
         self._render_ring.poll()
         return outputs
 

@@ -12,6 +12,7 @@ decides on which thread it runs and how events reach the bus.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -155,6 +156,8 @@ class SpeakerPipeline:
         self._speech_end: float | None = None  # set when user speech ends, taken by the next output
         self._last_capture_end: float | None = None
         self._pause_reported = False  # CapturePaused sent for the gap since the last frame
+        self._transmission_ended = False  # the last frame received was the client's silence trailer
+        self._last_input: AudioFrame | None = None  # the last frame processed, received or filled
 
     @property
     def degraded(self) -> bool:
@@ -165,8 +168,20 @@ class SpeakerPipeline:
         self.render.add(chunk)
 
     def process(self, frame: AudioFrame) -> ProcessedFrame | None:
-        """Run one capture frame through the chain; None until the resampler has primed."""
+        """Run one received capture frame through the chain; None until the resampler has primed.
+
+        A frame for time already filled with silence (a new transmission that began within it) is
+        moved to the end of the fill: its audio is kept whole, a few milliseconds later.
+        """
         self._pause_reported = False
+        self._transmission_ended = frame.end_of_transmission
+        last = self._last_input
+        if last is not None and last.concealed and frame.timestamp < last.timestamp + last.duration:
+            frame = dataclasses.replace(frame, timestamp=last.timestamp + last.duration)
+        return self._process(frame)
+
+    def _process(self, frame: AudioFrame) -> ProcessedFrame | None:
+        self._last_input = frame
         started = perf_ns()
         mono = self._resampler.process(frame)
         end_time = frame.timestamp + frame.duration - self._resampler.delay_s
@@ -220,20 +235,25 @@ class SpeakerPipeline:
             speech_end=speech_end,
         )
 
-    def check_idle(self, now: float) -> None:
+    def check_idle(self, now: float) -> list[ProcessedFrame]:
         """Judge a capture gap inside speech at ``now`` (the receiver's watermark: every packet from
-        before it was pushed). Discord sends nothing while someone is silent.
+        before it was pushed); returns the frames of silence it filled in.
 
-        After ``capture_gap_ms`` without a packet, :class:`CapturePaused` says so once (a hint: the
-        transcriber may decode the utterance speculatively; nothing is concluded from it). After the
-        minimum silence without a packet the speech ends (``capture_stopped``), where it stopped:
-        the capture's end, or the VAD's quiet run when that began before the packets stopped. No
-        audio is invented for the gap: a packet only late (jitter, a sender running behind) still
-        belongs to the speech it was part of.
+        Discord sends nothing while someone is silent. A client that stops transmitting first sends
+        five Opus silence frames (``end_of_transmission``): after those, the time no packet covers
+        *is* silence, and is processed as silence up to ``now``, so the VAD ends the speech by its
+        own rule (a minimum silence after the quiet began, which may be before the packets stopped)
+        and speculation sees the pause as any other. Without that trailer nothing is invented (a
+        packet may only be late): after ``capture_gap_ms`` without a packet :class:`CapturePaused`
+        says so once (a hint for speculation), and after the minimum silence without one the speech
+        ends (``capture_stopped``), where the VAD's quiet run began, or else where the capture ended.
         """
         captured_to = self._last_capture_end  # on the VAD's (resampled) timeline
         if captured_to is None or not self.vad.in_speech:
-            return
+            return []
+        filled = self._fill_silence(now) if self._transmission_ended else []
+        if not self.vad.in_speech:
+            return filled
         gap = now - captured_to
         if self.user_speech and not self._pause_reported and gap >= self.settings.capture_gap_ms / 1000.0:
             self._pause_reported = True
@@ -246,6 +266,24 @@ class SpeakerPipeline:
             if transition is not None:
                 end = min(transition.audio_time, captured_to)
                 self._on_transition(VadTransition(VadEdge.END, end, 0.0), "capture_stopped")
+        return filled
+
+    def _fill_silence(self, now: float) -> list[ProcessedFrame]:
+        """Silence frames after the client's end-of-transmission trailer, up to ``now``, while the
+        speech lasts (a minimum silence at most)."""
+        last = self._last_input
+        assert last is not None
+        limit = last.timestamp + self.settings.vad_min_silence_ms / 1000.0
+        out: list[ProcessedFrame] = []
+        while self.vad.in_speech:
+            start = last.timestamp + last.duration
+            if start + last.duration > now + 1e-9 or start >= limit:
+                break
+            last = dataclasses.replace(last, pcm=bytes(len(last.pcm)), timestamp=start, concealed=True)
+            processed = self._process(last)
+            if processed is not None:
+                out.append(processed)
+        return out
 
     def close(self, reason: str = "closed") -> None:
         """End any speech in progress and release the providers (idempotent)."""

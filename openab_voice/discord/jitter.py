@@ -31,6 +31,7 @@ import discord.opus
 from discord.opus import Decoder, OpusError
 
 from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_RATE, AudioFrame
+from openab_voice.discord.rtp import OPUS_SILENCE
 from openab_voice.discord.stats import DUPLICATE, LATE, OPUS_DECODE_FAILED, SpeakerCounters
 
 FRAME_S: Final = 0.020
@@ -244,7 +245,13 @@ class JitterBuffer:
             except OpusError:
                 self._counters.drop(OPUS_DECODE_FAILED)
                 return
-            self._emit(pcm, self._rtp_time(held.rtp_timestamp), concealed=False, out=out)
+            self._emit(
+                pcm,
+                self._rtp_time(held.rtp_timestamp),
+                concealed=False,
+                out=out,
+                end_of_transmission=held.payload == OPUS_SILENCE,
+            )
             return
         if gap > self._max_conceal:
             self._counters.lost += gap
@@ -270,7 +277,15 @@ class JitterBuffer:
         delta = ((rtp_timestamp - anchor_ts + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
         return arrival + delta / DISCORD_RATE
 
-    def _emit(self, pcm: bytes, at: float | None, *, concealed: bool, out: list[AudioFrame]) -> None:
+    def _emit(
+        self,
+        pcm: bytes,
+        at: float | None,
+        *,
+        concealed: bool,
+        out: list[AudioFrame],
+        end_of_transmission: bool = False,
+    ) -> None:
         if not pcm:
             return
         last_end = self._last_end
@@ -292,5 +307,6 @@ class JitterBuffer:
                 frame_id=next(self._frame_ids),
                 speaker_id=self._speaker_id,
                 concealed=concealed,
+                end_of_transmission=end_of_transmission,
             )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 
@@ -307,3 +308,66 @@ def test_a_capture_gap_inside_speech_is_reported_once_and_ends_nothing_by_itself
     frontend.process_pending()
     assert len([e for e in events if isinstance(e, CapturePaused)]) == 2
     assert not [e for e in events if isinstance(e, SpeechEnded)]
+
+
+def _trailer(after: AudioFrame, count: int = 5) -> list[AudioFrame]:
+    """A client's end of transmission: ``count`` Opus silence frames (decoded: zeros) after ``after``."""
+    return [
+        dataclasses.replace(
+            after,
+            pcm=bytes(len(after.pcm)),
+            timestamp=after.timestamp + (i + 1) * after.duration,
+            frame_id=after.frame_id + i + 1,
+            end_of_transmission=True,
+        )
+        for i in range(count)
+    ]
+
+
+def test_after_a_clients_silence_trailer_the_vad_ends_the_speech_on_filled_silence() -> None:
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    sent = frames + _trailer(frames[-1])
+    out: list[ProcessedFrame] = []
+    for frame in sent:
+        frontend.push_capture(frame)
+        out += frontend.process_pending()
+        clock.advance(0.02)
+    captured_to = sent[-1].timestamp + sent[-1].duration
+    for _ in range(40):  # nothing more comes: the client stopped transmitting
+        out += frontend.process_pending()
+        clock.advance(0.02)
+    (ended,) = [e for e in events if isinstance(e, SpeechEnded)]
+    # The quiet began before the packets stopped: the VAD ends the speech a minimum silence after
+    # it, on silence filled in where nothing came, sooner than the capture-stopped rule would.
+    assert ended.reason == "silence" and ended.audio_time < captured_to
+    assert ended.at < captured_to + 0.4
+    filled = [f for f in out if f.frame.concealed]
+    assert len(filled) >= 5 and min(f.frame.timestamp for f in filled) > captured_to - 0.025  # resampler
+    (marked,) = [f for f in out if f.speech_end is not None]
+    assert marked.speech_end == ended.audio_time and not marked.user_speech
+    assert max(f.frame.timestamp for f in out) < captured_to + 0.4  # nothing filled once it ended
+
+
+def test_without_the_trailer_no_silence_is_invented_and_a_new_transmission_is_kept_whole() -> None:
+    frontend, clock, events = make()
+    frames = scenes.discord_frames(scenes.load_clip("alice"), speaker_id="a", start_time=clock.monotonic())
+    for frame in frames[:50]:  # packets stop mid-word: maybe only late
+        frontend.push_capture(frame)
+        frontend.process_pending()
+        clock.advance(0.02)
+    clock.advance(0.2)
+    assert frontend.process_pending() == []  # nothing filled in
+    # With the trailer, silence is filled; a transmission that starts inside the filled time is
+    # moved after it, never dropped.
+    for frame in frames[50:60] + _trailer(frames[59]):
+        frontend.push_capture(frame)
+        frontend.process_pending()
+    clock.advance(0.3)
+    filled = frontend.process_pending()
+    assert filled and all(f.frame.concealed for f in filled)
+    fill_end = max(f.frame.timestamp + f.frame.duration for f in filled)
+    early = dataclasses.replace(frames[60], timestamp=frames[59].timestamp + 0.12, frame_id=10_000)
+    frontend.push_capture(early)
+    (kept,) = frontend.process_pending()
+    assert not kept.frame.concealed and kept.frame.timestamp >= fill_end - 0.021

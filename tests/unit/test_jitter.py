@@ -236,3 +236,12 @@ def test_pending_since_is_where_the_next_frame_can_start_while_a_gap_is_waited_f
     assert [f.concealed for f in released] == [True, False]  # FEC for 1, then 2
     assert released[0].timestamp == pytest.approx(out[0].timestamp + 0.020)  # where pending_since said
     assert buffer.pending_since() is None
+
+
+def test_opus_silence_frames_mark_the_end_of_a_transmission() -> None:
+    buffer, _, _ = make()
+    out: list[AudioFrame] = []
+    for k in range(8):  # three frames of tone, then a client's five silence frames
+        payload = TONE[k % len(TONE)] if k < 3 else b"\xf8\xff\xfe"
+        out += buffer.push(k, k * 960, payload, T0 + k * 0.02)
+    assert [f.end_of_transmission for f in out] == [False] * 3 + [True] * 5
