@@ -82,6 +82,19 @@ def _cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_memory(args: argparse.Namespace) -> int:
+    from openab_voice.app.records import rebuild_memory
+    from openab_voice.config import load_settings
+
+    health = rebuild_memory(load_settings())
+    result = {"ok": health.ok, "code": health.code, "reason": health.reason, "records": health.records}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"memory: {health.reason}" + ("" if health.ok else f" ({health.code})"))
+    return 0 if health.ok else EXIT_FAILED
+
+
 def _cmd_executor(args: argparse.Namespace) -> int:
     from openab_voice.app.worker import run_worker, worker_health
     from openab_voice.bus import EventBus
@@ -222,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("db", help="job store maintenance")
     p.add_argument("action", choices=["upgrade"], help="upgrade: apply the Alembic migrations")
     p.set_defaults(func=_cmd_db)
+
+    p = sub.add_parser("memory", help="long-term memory maintenance")
+    p.add_argument(
+        "action", choices=["rebuild"], help="rebuild: re-embed every verified record, rewrite the vector file"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_memory)
 
     p = sub.add_parser(
         "executor",

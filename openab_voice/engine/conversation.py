@@ -34,7 +34,7 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
-from openab_voice.engine.context import ChannelNote, ShortTermContext, UserUtterance
+from openab_voice.engine.context import ChannelNote, MemoryRecall, ShortTermContext, UserUtterance
 from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
@@ -139,6 +139,7 @@ class ConversationManager:
         session_id: the voice session; stamped on every event published.
         claimed: finals for which this returns True are handled elsewhere (the action plane's task
             phrase): never a dialogue turn, but still a valid interruption.
+        memory: long-term memory, recalled once per response to a user turn (None: none).
 
     Raises:
         ConfigError: no wake name and no bot user id to derive it from.
@@ -157,6 +158,7 @@ class ConversationManager:
         settings: DialogueSettings,
         session_id: str | None = None,
         claimed: Callable[[str], bool] | None = None,
+        memory: MemoryRecall | None = None,
     ) -> None:
         if settings.wake_name is None and settings.bot_user_id is None:
             raise ConfigError(
@@ -191,6 +193,7 @@ class ConversationManager:
             tools=tools,
             settings=settings,
             session_id=session_id,
+            memory=memory,
         )
         self._responses = ResponseSupervisor(deps=deps, context=self._context, report=self._report)
         self._snap = Snapshot()

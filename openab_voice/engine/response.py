@@ -34,6 +34,7 @@ from typing import Any, Protocol, assert_never
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
+from openab_voice.engine.context import MemoryRecall, with_memory
 from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
 from openab_voice.engine.expiry import SpeechCause, publish_dropped
 from openab_voice.engine.handle import PlayedPosition, SpeechHandle, SpeechOutput, frames_for
@@ -96,6 +97,7 @@ class ResponseDeps:
     tools: ToolPath
     settings: DialogueSettings
     session_id: str | None
+    memory: MemoryRecall | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,7 +298,7 @@ class ResponseRunner:
         return self._sentences < self._d.settings.max_response_sentences
 
     async def _converse(self, queue: asyncio.Queue[int | None]) -> None:
-        messages = list(self._request.messages)
+        messages = await self._recalled(list(self._request.messages))
         specs = list(self._d.tools.specs()) if self._d.chat.capabilities.tools else []
         for round_no in range(self._d.settings.max_tool_rounds + 1):
             text, calls, more = await self._stream_round(messages, specs, queue)
@@ -308,6 +310,18 @@ class ResponseRunner:
             messages.append(ChatMessage(role="assistant", content=text, tool_calls=tuple(calls)))
             for call in calls:
                 messages.append(await self._run_tool(call))
+
+    async def _recalled(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The request with the turn's long-term memory, when there is memory and a user turn."""
+        memory = self._d.memory
+        if memory is None or not messages or messages[-1].role != "user":
+            return messages
+        try:
+            lines = await memory.recall(speaker_id=self._request.speaker_id, text=messages[-1].content)
+        except Exception:  # the answer goes on without memory rather than not at all
+            log.warning("response %s: memory recall failed", self._handle.response_id, exc_info=True)
+            return messages
+        return with_memory(messages, lines)
 
     async def _stream_round(
         self, messages: list[ChatMessage], specs: list[ToolSpec], queue: asyncio.Queue[int | None]

@@ -205,3 +205,23 @@ class TranscriptLine(Base):
     text: Mapped[str] = mapped_column(Text)
     started_at: Mapped[float] = mapped_column(Double)
     ended_at: Mapped[float] = mapped_column(Double)
+
+
+class MemoryRecordRow(Base):
+    """A long-term memory record (``OPENAB_MEMORY_ENABLED``). Its vector lives in the memory's vector
+    file under the same id; ``checksum`` covers the row's content, ``vector_sha`` its vector, so the
+    consistency check at start finds a row or a vector changed behind the memory's back."""
+
+    __tablename__ = "memory_records"
+    __table_args__ = (Index(None, "guild_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    guild_id: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    text: Mapped[str] = mapped_column(Text)
+    speaker_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    source: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    sensitivity: Mapped[str] = mapped_column(String(CODE_LENGTH))
+    created_at: Mapped[float] = mapped_column(Double)
+    checksum: Mapped[str] = mapped_column(String(ID_LENGTH))
+    vector_sha: Mapped[str] = mapped_column(String(ID_LENGTH))

@@ -10,6 +10,7 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
+from openab_voice.engine.context import MemoryRecall
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.events import (
     BotUtteranceFinished,
@@ -52,6 +53,7 @@ class Rig:
         tools: Callable[[FakeClock], ToolPath] = default_tools,
         output: Callable[[FakeClock], FakeSpeechOutput] = FakeSpeechOutput,
         claimed: Callable[[str], bool] | None = None,
+        memory: MemoryRecall | None = None,
     ) -> None:
         self.clock = FakeClock()
         self.bus = EventBus()
@@ -73,6 +75,7 @@ class Rig:
             settings=settings or DialogueSettings(bot_user_id="bot"),
             session_id=SESSION,
             claimed=claimed,
+            memory=memory,
         )
         self._utterances = 0
 

@@ -39,6 +39,7 @@ TABLES = {
     "tool_calls",
     "voice_sessions",
     "transcript_lines",
+    "memory_records",
 }
 
 
@@ -50,9 +51,9 @@ def test_upgrade_reaches_head_and_is_idempotent(db_url: str) -> None:
             ensure_schema(engine)
         assert outdated.value.code == "STORE_SCHEMA_OUTDATED"
 
-        assert upgrade(db_url) == head_revision() == "0005"
-        assert upgrade(db_url) == "0005"  # a second run is a no-op
-        assert current_revision(engine) == "0005"
+        assert upgrade(db_url) == head_revision() == "0006"
+        assert upgrade(db_url) == "0006"  # a second run is a no-op
+        assert current_revision(engine) == "0006"
         ensure_schema(engine)
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}
     finally:
@@ -79,7 +80,7 @@ def test_downgrade_to_base_and_back(db_url: str) -> None:
         with engine.begin() as connection:
             command.downgrade(alembic_config(connection), "base")
         assert not TABLES & set(inspect(engine).get_table_names())
-        assert upgrade(db_url) == "0005"
+        assert upgrade(db_url) == "0006"
         ensure_schema(engine)
     finally:
         engine.dispose()
