@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
 from openab_voice.actions.phrases import asks_to_run
@@ -60,6 +60,8 @@ class ActionBroker:
         on_confirmed: called with each confirmed action (the executor starts it).
         on_cancel: asks the executor to cancel an action it holds (from confirmation to settlement).
         on_reconcile: lifts the on-disk quarantine marker of an action's workspace.
+        on_remote_cancel: asks whoever holds a running action's lease elsewhere (an executor worker)
+            to cancel it; True when the request was recorded. None: such a cancel is refused.
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class ActionBroker:
         on_confirmed: Callable[[ActionRecord, float], None],
         on_cancel: Callable[[str], CancelReply],
         on_reconcile: Callable[[str], None],
+        on_remote_cancel: Callable[[ActionRecord, int], Awaitable[bool]] | None = None,
     ) -> None:
         self._store = store
         self._jobs = JobWriter(store, bus=bus, clock=clock)
@@ -85,6 +88,7 @@ class ActionBroker:
         self._on_confirmed = on_confirmed
         self._on_cancel = on_cancel
         self._on_reconcile = on_reconcile
+        self._on_remote_cancel = on_remote_cancel
         self._sweeper: asyncio.Task[None] | None = None
 
     @property
@@ -368,6 +372,13 @@ class ActionBroker:
             if record.status is JobStatus.RUNNING:
                 current = await self._jobs.call(self._store.require, action_id)
                 if current.version == record.version:
+                    if self._on_remote_cancel is not None:
+                        if await self._on_remote_cancel(current, user_id):
+                            return Outcome(
+                                ok=True, message=f"Cancelling `{action_id}` on its worker.", action=current
+                            )
+                        record = await self._jobs.call(self._store.require, action_id)
+                        continue  # no longer running (it settled meanwhile): decide again
                     return Outcome(
                         ok=False,
                         message="it is running in another worker",

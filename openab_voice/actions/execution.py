@@ -117,6 +117,7 @@ class ActionExecutor:
         self._leases = leases
         if leases is not None:
             leases.on_lost = self._lease_lost
+            leases.on_cancel_requested = self._cancel_requested
         self._workspaces = workspaces
         self._agent = agent
         self._bus = bus
@@ -195,6 +196,10 @@ class ActionExecutor:
                 self._leases.drop(key)
 
         return done
+
+    def _cancel_requested(self, action_id: str) -> None:
+        """A cancel that reached this process through the store (the bot of a remote executor)."""
+        log.info("cancel of %s requested through the store: %s", action_id, self.cancel(action_id).value)
 
     def _lease_lost(self, action_id: str) -> None:
         """Another process reaped this action (our heartbeat failed for a whole lease): stop its agent.

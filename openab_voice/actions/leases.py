@@ -1,5 +1,8 @@
 """Job leases: who runs an action, renewed by a heartbeat; the reaper loses the jobs of the dead.
 
+The heartbeat also carries cancels that reach a job through the store (the bot of remote executors
+asks, the lease holder's next heartbeat reads the request and cancels the agent).
+
 Leases decide, not restarts (docs/adr/0010-executor-leases.md). Every process that runs actions (the
 bot's in-process executor, each ``openab-voice executor`` worker) has one owner id,
 ``<role>:<node>/<incarnation>``: ``role`` is ``local`` or ``executor``, ``node`` names the process's
@@ -70,6 +73,8 @@ class LeaseKeeper:
         on_lost: called with an action id this process held whose lease is gone (reaped elsewhere):
             its agent must be stopped; the store already says ``outcome_unknown``.
         on_reaped: called with each job this keeper's reaper lost (e.g. to quarantine it on disk).
+        on_cancel_requested: called once with each held action someone asked, through the store, to
+            cancel (``JobStore.request_cancel``: the bot of a remote executor).
         incarnation: the random part of the owner id (a test may fix it).
     """
 
@@ -80,6 +85,7 @@ class LeaseKeeper:
         *,
         on_lost: Callable[[str], None] | None = None,
         on_reaped: Callable[[ActionRecord], None] | None = None,
+        on_cancel_requested: Callable[[str], None] | None = None,
         incarnation: str | None = None,
     ) -> None:
         self._jobs = jobs
@@ -87,7 +93,9 @@ class LeaseKeeper:
         self.owner = f"{settings.prefix}{incarnation or uuid.uuid4().hex[:12]}"
         self.on_lost = on_lost
         self._on_reaped = on_reaped
+        self.on_cancel_requested = on_cancel_requested
         self._held: set[str] = set()
+        self._cancels_forwarded: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self.state = WorkerState.RUNNING
 
@@ -106,6 +114,7 @@ class LeaseKeeper:
     def drop(self, action_id: str) -> None:
         """Stop renewing ``action_id`` (it settled). Idempotent."""
         self._held.discard(action_id)
+        self._cancels_forwarded.discard(action_id)
 
     async def tick(self) -> list[ActionRecord]:
         """One heartbeat: renew what is held, report lost leases, reap dead ones, report this worker.
@@ -123,6 +132,7 @@ class LeaseKeeper:
                 self._held.discard(action_id)
                 if self.on_lost is not None:
                     self.on_lost(action_id)
+        await self._forward_cancels(renewed)
         reaped = await self._jobs.call(
             self._jobs.store.reap_expired_leases, actor=f"reaper:{self.owner}", exclude_owner=self.owner
         )
@@ -140,6 +150,15 @@ class LeaseKeeper:
             running=len(self._held),
         )
         return reaped
+
+    async def _forward_cancels(self, renewed: set[str]) -> None:
+        if self.on_cancel_requested is None or not renewed:
+            return
+        requested = await self._jobs.call(self._jobs.store.cancel_requests, renewed)
+        for action_id in sorted(requested - self._cancels_forwarded):
+            if action_id in self._held:
+                self._cancels_forwarded.add(action_id)
+                self.on_cancel_requested(action_id)
 
     def start(self) -> None:
         """Run the heartbeat until :meth:`aclose`. Idempotent."""

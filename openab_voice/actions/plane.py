@@ -12,7 +12,13 @@ from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
 from openab_voice.actions.leases import LeaseKeeper, LeaseSettings
 from openab_voice.actions.ports import ControlChannel, VoiceSide
-from openab_voice.actions.remote import RemoteResults, no_local_workspace, not_here, queued
+from openab_voice.actions.remote import (
+    CancelForwarder,
+    RemoteResults,
+    no_local_workspace,
+    not_here,
+    queued,
+)
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
@@ -71,6 +77,9 @@ class ActionPlane:
             on_confirmed=self._executor.launch if remote_poll_s is None else queued,
             on_cancel=self._executor.cancel if remote_poll_s is None else not_here,
             on_reconcile=self._executor.lift_quarantine if remote_poll_s is None else no_local_workspace,
+            on_remote_cancel=None
+            if remote_poll_s is None
+            else CancelForwarder(JobWriter(store, bus=bus, clock=clock)),
         )
         self._remote: RemoteResults | None = None
         if remote_poll_s is not None:

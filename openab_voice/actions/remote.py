@@ -48,6 +48,20 @@ def not_here(action_id: str) -> CancelReply:
     return CancelReply.NOT_HERE
 
 
+class CancelForwarder:
+    """The broker's ``on_remote_cancel`` here: a durable cancel request for the lease holder.
+
+    The worker's heartbeat reads it and cancels the agent the ACP way; the job's final status (and
+    the result the bot then delivers) is the worker's to write.
+    """
+
+    def __init__(self, jobs: JobWriter) -> None:
+        self._jobs = jobs
+
+    async def __call__(self, record: ActionRecord, user_id: int) -> bool:
+        return await self._jobs.call(self._jobs.store.request_cancel, record.id, actor=str(user_id))
+
+
 def no_local_workspace(action_id: str) -> None:
     """The broker's ``on_reconcile`` here: the quarantined workspace lives in the worker, not here."""
 

@@ -310,6 +310,20 @@ class JobStore:
                 continue  # confirmed, rejected or expired by someone else meanwhile: that stands
         return expired
 
+    def request_cancel(self, action_id: str, *, actor: str) -> bool:
+        """Ask the process holding ``action_id``'s lease to cancel it (durable, audited).
+
+        Its heartbeat reads the request (:meth:`cancel_requests`) and cancels the agent the ACP way;
+        the job's status is its to write. False, with nothing written, when the job is not running.
+        """
+        with self._transaction() as session:
+            return lease_rows.request_cancel(session, action_id, now=self._clock.wall(), actor=actor)
+
+    def cancel_requests(self, action_ids: Collection[str]) -> set[str]:
+        """Which of ``action_ids`` someone asked to cancel (:meth:`request_cancel`)."""
+        with self._transaction() as session:
+            return lease_rows.cancel_requests(session, action_ids)
+
     def undelivered_results(self, *, owner_prefix: str, limit: int = 50) -> list[ActionRecord]:
         """Settled jobs run by owners starting with ``owner_prefix`` whose result nobody delivered yet.
 

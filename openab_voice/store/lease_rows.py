@@ -18,10 +18,14 @@ from sqlalchemy.orm import Session
 
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store import action_rows, workspace_rows
-from openab_voice.store.models import Action, ExecutorWorker
+from openab_voice.store.audit_rows import add_audit
+from openab_voice.store.models import Action, AuditEntry, ExecutorWorker
 from openab_voice.store.records import ActionRecord, WorkerRecord, WorkerState
 
 _LEASED = (JobStatus.CONFIRMED.value, JobStatus.RUNNING.value)
+# The audit kind of a cancel asked of whoever holds a running job's lease: the request is durable, and
+# its holder's heartbeat reads it.
+CANCEL_REQUESTED = "action.cancel_requested"
 
 
 def renew(
@@ -117,6 +121,36 @@ def lose(
 def still_expired(now: float) -> list[ColumnElement[bool]]:
     """The reaper's compare-and-set conditions: the lease it judged expired has not been renewed."""
     return [Action.lease_until.is_not(None), Action.lease_until <= now]
+
+
+def request_cancel(session: Session, action_id: str, *, now: float, actor: str) -> bool:
+    """Record a cancel for the holder of ``action_id``'s lease; False (nothing written) unless running."""
+    found = session.execute(
+        select(Action.status, Action.lease_owner).where(Action.id == action_id)
+    ).one_or_none()
+    if found is None or found.status != JobStatus.RUNNING.value:
+        return False
+    add_audit(
+        session,
+        now=now,
+        kind=CANCEL_REQUESTED,
+        actor=actor,
+        action_id=action_id,
+        detail={"lease_owner": found.lease_owner},
+    )
+    return True
+
+
+def cancel_requests(session: Session, action_ids: Collection[str]) -> set[str]:
+    """Which of ``action_ids`` someone asked to cancel."""
+    if not action_ids:
+        return set()
+    found = session.scalars(
+        select(AuditEntry.action_id)
+        .where(AuditEntry.kind == CANCEL_REQUESTED, AuditEntry.action_id.in_(list(action_ids)))
+        .distinct()
+    )
+    return {action_id for action_id in found if action_id is not None}
 
 
 def report_worker(

@@ -4,7 +4,8 @@ Every job runs exactly once across N workers; a worker killed with SIGKILL mid-j
 ``running`` until its lease expires, then another worker's reaper makes it ``outcome_unknown`` with
 its workspace quarantined, and the other jobs are unaffected; SIGTERM drains (the agent is cancelled
 per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat;
-a bot with remote executors queues a confirmation and delivers what a real worker did.
+a bot with remote executors queues a confirmation and delivers what a real worker did, and its cancel
+reaches the worker holding the lease.
 
 The test waits for the workers by reading the store (they are other processes: there is no gate to
 hold them at), with a deadline per wait.
@@ -12,6 +13,7 @@ hold them at), with a deadline per wait.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -288,4 +290,43 @@ async def test_a_remote_bot_queues_the_confirmation_and_delivers_what_a_real_wor
         assert rig.published(AgentProcessStarted) == []  # the bot spawned nothing
         names = rig.log.names()
         assert names.index("post_result") < names.index("say")
+        assert worker.stop() == 0
+
+
+async def test_a_cancel_from_the_bot_reaches_the_worker_holding_the_lease(
+    db_url: str, tmp_path: Path, workers: Callable[..., Worker]
+) -> None:
+    async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as rig:
+        await rig.plane.start()
+        worker = workers("wc", mode="slow", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="0.5")
+        outcome = await rig.broker.propose(request("a long piece of work"))
+        assert outcome.ok and outcome.action is not None, outcome
+        action_id = outcome.action.id
+        clicked = await rig.broker.click(
+            decision=CONFIRM,
+            action_id=action_id,
+            user_id=OPERATOR,
+            message_id=rig.channel.message_ids[action_id],
+        )
+        assert clicked.ok, clicked
+        await asyncio.to_thread(
+            wait_until,
+            lambda: rig.store.require(action_id).status is JobStatus.RUNNING and bool(worker.agents()),
+            "the agent",
+        )
+
+        cancel = await rig.broker.cancel(action_id, user_id=OPERATOR)
+        assert cancel.ok and "on its worker" in cancel.message, cancel
+        await rig.log.wait_for("say", timeout_s=WAIT_S)
+
+        record = rig.store.require(action_id)
+        # Cancelled by the agent (stop reason `cancelled`) or, when the cancel came before the prompt
+        # was sent, before anything was asked of it: either way the worker settled it, not the bot.
+        assert record.status is JobStatus.CANCELLED, (record.status, record.detail)
+        [*_, last] = rig.store.transitions(action_id)
+        assert last.actor in ("agent", "system"), last
+        assert record.lease_owner is not None and record.lease_owner.startswith("executor:wc/")
+        [text] = rig.channel.results()
+        assert "cancel" in text.lower()
+        assert worker.agents() == []
         assert worker.stop() == 0

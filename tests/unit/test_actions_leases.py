@@ -94,6 +94,27 @@ async def test_an_agent_whose_lease_was_reaped_elsewhere_is_stopped_and_the_verd
         assert (rig.workspace(action_id).private / QUARANTINE_MARKER).is_file()
 
 
+async def test_a_cancel_requested_through_the_store_reaches_the_lease_holder(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with plane_rig(
+        db_url, tmp_path, clock=SystemClock(), mode="slow", turn_timeout_s=30.0, leases=LEASES
+    ) as rig:
+        action_id = await confirmed(rig)
+        await until_prompt_sent(rig, action_id)
+        await rig.plane.leases.tick()
+        assert rig.store.require(action_id).status is JobStatus.RUNNING  # nothing asked yet
+
+        assert rig.store.request_cancel(action_id, actor="bot-of-another-process")
+        await rig.plane.leases.tick()  # the heartbeat reads it and cancels the agent per ACP
+        await rig.executor.wait_idle()
+
+        final = rig.store.require(action_id)
+        assert (final.status, final.stop_reason) == (JobStatus.CANCELLED, "cancelled")
+        assert not rig.store.request_cancel(action_id, actor="late")  # settled: nothing to ask
+        assert rig.plane.leases.held == frozenset()
+
+
 def previous_run(store: JobStore, *, owner: str) -> str:
     """A job that process ``owner`` started, with a lease live for five more minutes."""
     clock = SystemClock()

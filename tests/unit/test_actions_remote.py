@@ -121,7 +121,7 @@ async def test_a_job_lost_by_the_reaper_is_delivered_as_unknown(db_url: str, tmp
         assert "UNKNOWN outcome" in text
 
 
-async def test_a_cancel_reaches_a_queued_job_and_a_running_one_is_not_here(
+async def test_a_cancel_reaches_a_queued_job_and_a_running_one_through_the_store(
     db_url: str, tmp_path: Path
 ) -> None:
     async with plane_rig(db_url, tmp_path, clock=SystemClock(), remote_poll_s=60.0) as rig:
@@ -136,12 +136,18 @@ async def test_a_cancel_reaches_a_queued_job_and_a_running_one_is_not_here(
         with pytest.raises(StaleTransition):
             rig.store.apply(queued, JobEvent.START, actor="system", expected_version=claimed.version)
         assert await rig.plane.remote.deliver_pending() == []  # closed by the broker, no result
+        assert rig.store.cancel_requests({queued}) == set()
 
         busy = await confirmed(rig, "second")
         worker_starts(rig.store)
-        refused = await rig.broker.cancel(busy, user_id=OPERATOR)
-        assert (refused.ok, refused.code) == (False, "ACTION_NOT_HERE")
+        forwarded = await rig.broker.cancel(busy, user_id=OPERATOR)
+        assert forwarded.ok, forwarded
+        assert forwarded.message == f"Cancelling `{busy}` on its worker."
+        # The request waits in the store for the lease holder's heartbeat; the status is the worker's.
+        assert rig.store.cancel_requests({busy}) == {busy}
         assert rig.store.require(busy).status is JobStatus.RUNNING
+        [entry] = rig.store.audit_entries(action_id=busy, kind="action.cancel_requested")
+        assert (entry.actor, entry.detail) == (str(OPERATOR), {"lease_owner": WORKER})
 
 
 async def test_a_remote_bots_restart_leaves_the_queue_and_the_workers_alone(
