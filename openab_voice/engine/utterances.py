@@ -32,6 +32,9 @@ class TranscriberSettings:
         max_no_speech_prob: finals the model judges silence above this probability are discarded.
         max_utterance_s: an utterance is cut (final decode) at this length; Whisper's window is 30 s.
         max_concurrent_decodes: decodes in flight across all speakers.
+        max_batch: with a provider that decodes in batches (``SttCapabilities.batch``), the decodes
+            due at once (several speakers) go out as one batch of at most this many, one batch in
+            flight at a time, instead of ``max_concurrent_decodes`` single decodes. 1: never batch.
         close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
         speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
             an utterance (the VAD is still waiting out its minimum silence), the final decode runs
@@ -48,6 +51,7 @@ class TranscriberSettings:
     max_no_speech_prob: float = 0.6
     max_utterance_s: float = 30.0
     max_concurrent_decodes: int = 1
+    max_batch: int = 10
     close_timeout_s: float = 5.0
     speculate_after_ms: int = 150
     speculate_below: float = 0.35
@@ -55,7 +59,7 @@ class TranscriberSettings:
     def __post_init__(self) -> None:
         if min(self.partial_interval_ms, self.initial_partial_interval_ms) < 20:
             raise ConfigError("partial intervals must be at least 20 ms", setting="partial_interval_ms")
-        if self.stable_agreement < 2 or self.max_concurrent_decodes < 1:
+        if self.stable_agreement < 2 or self.max_concurrent_decodes < 1 or self.max_batch < 1:
             raise ConfigError("need stable_agreement >= 2 and a decode slot", setting="stable_agreement")
         if not 0 < self.max_utterance_s <= 30 or self.pre_roll_ms < 0:
             raise ConfigError("max_utterance_s must be in (0, 30]", setting="max_utterance_s")

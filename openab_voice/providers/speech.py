@@ -31,6 +31,8 @@ class SttCapabilities:
         sample_rate: the mono rate it consumes (the front end's internal rate).
         languages: language codes it can transcribe (``("en",)`` for tiny.en).
         model: model identifier, for reports.
+        batch: :meth:`SpeechToText.transcribe_batch` decodes several utterances in one pass, for
+            less than they cost one after the other (several people talking at once).
     """
 
     name: str
@@ -38,6 +40,7 @@ class SttCapabilities:
     sample_rate: int
     languages: tuple[str, ...]
     model: str
+    batch: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +69,13 @@ class SpeechToText(Protocol):
         self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
     ) -> Hypothesis:
         """Decode ``samples`` (one utterance from its start). ``final`` asks for the best decode."""
+        ...
+
+    def transcribe_batch(
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+    ) -> list[Hypothesis | Exception]:
+        """Decode several ``(samples, final)`` at once (only when ``capabilities.batch``); one result
+        per request, in order: a hypothesis, or the error that request alone met."""
         ...
 
     def close(self) -> None: ...

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import ctranslate2
 import numpy as np
 import numpy.typing as npt
 from faster_whisper import WhisperModel
@@ -254,6 +255,7 @@ class FasterWhisperStt:
             sample_rate=SAMPLE_RATE,
             languages=languages,
             model=config.model_path or config.model,
+            batch=True,
         )
 
     @property
@@ -283,6 +285,57 @@ class FasterWhisperStt:
                 self._count("fallbacks")
                 result = self._decode(waveform, padded=True, prompt=prompt)
         return result[0]
+
+    def transcribe_batch(
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+    ) -> list[Hypothesis | Exception]:
+        """Decode several utterances in one encoder and decoder pass (the fast path, each padded with
+        silence to the longest; each guarded with its own token budget); a final the guards find
+        suspicious is decoded again alone, padded, as in :meth:`transcribe`.
+
+        On two cores, ten 2-4 s utterances take about a third of their sequential time.
+
+        Raises:
+            ProviderUnavailable: the provider was closed.
+        """
+        waves = [
+            (np.asarray(s).reshape(-1)[: int(MAX_AUDIO_S * SAMPLE_RATE)].astype(np.float32) * (1.0 / 32768.0))
+            for s, _ in requests
+        ]
+        out: list[Hypothesis | Exception] = [Hypothesis(text="", confidence=None, no_speech_prob=None)] * len(
+            waves
+        )
+        with self._decoding:
+            if self._closed:
+                raise _unavailable("the speech-to-text provider is closed")
+            todo = [i for i, w in enumerate(waves) if w.size >= SAMPLE_RATE // 100]
+            if not todo:
+                return out
+            try:
+                results = self._decode_many([waves[i] for i in todo])
+            except Exception as exc:  # the whole pass failed: every request in it did
+                for i in todo:
+                    out[i] = exc
+                return out
+            for i, result in zip(todo, results, strict=True):
+                final = requests[i][1]
+                if (
+                    final
+                    and self.config.final_mode != "fast"
+                    and (
+                        self.config.final_mode == "padded"
+                        or self._suspicious(result, waves[i].size / SAMPLE_RATE)
+                    )
+                ):
+                    if self.config.final_mode == "auto":
+                        self._count("fallbacks")
+                    try:
+                        result = self._decode(waves[i], padded=True, prompt=None)
+                    except Exception as exc:
+                        out[i] = exc
+                        continue
+                out[i] = result[0]
+        return out
 
     def close(self) -> None:
         """Free the model's memory (idempotent; waits for a decode in progress).
@@ -341,6 +394,67 @@ class FasterWhisperStt:
             Hypothesis(text=text, confidence=confidence, no_speech_prob=float(result.no_speech_prob)),
             guarded,
         )
+
+    def _decode_many(self, waves: list[npt.NDArray[np.float32]]) -> list[tuple[Hypothesis, GuardResult]]:
+        """The fast path for several utterances in one pass (features padded to the longest)."""
+        cfg = self.config
+        extractor = self._model.feature_extractor
+        pad = int(cfg.tail_pad_ms * SAMPLE_RATE / 1000)
+        feats = [
+            extractor(np.pad(w, (0, max(0, min(pad, int(MAX_AUDIO_S * SAMPLE_RATE) - w.size)))))
+            for w in waves
+        ]
+        frames = min(max(f.shape[-1] for f in feats) // 2 * 2, 3000)
+        batch = np.stack([np.pad(f[:, :frames], ((0, 0), (0, max(0, frames - f.shape[-1])))) for f in feats])
+        for _ in waves:
+            self._count("fast")
+        encoded = self._ct2.encode(ctranslate2.StorageView.from_array(batch.astype(np.float32)), to_cpu=False)
+        languages = self._languages(encoded, len(waves))
+        tokenizers = [self._tokenizer(lang) for lang in languages]
+        contexts = [self._prompt_tokens(t, None) for t in tokenizers]
+        budgets = [
+            min(
+                token_budget(
+                    w.size / SAMPLE_RATE, per_second=cfg.max_tokens_per_second, margin=cfg.token_margin
+                ),
+                _MAX_LENGTH // 2 - 1,
+            )
+            for w in waves
+        ]
+        longest = max(budgets)
+        results = self._ct2.generate(
+            encoded,
+            contexts,
+            beam_size=cfg.beam_size,
+            max_length=min(_MAX_LENGTH, max(2 * longest, longest + max(len(c) for c in contexts))),
+            return_scores=True,
+            return_no_speech_prob=True,
+            return_logits_vocab=True,
+            suppress_blank=True,
+            suppress_tokens=[-1],
+        )
+        out: list[tuple[Hypothesis, GuardResult]] = []
+        for result, tokenizer, budget in zip(results, tokenizers, budgets, strict=True):
+            generated = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
+            guarded = guard_tokens(generated, budget=budget)
+            if guarded.cut:
+                self._count(guarded.cut)
+            text = tokenizer.decode(list(guarded.tokens)).strip()
+            confidence = _confidence(result, guarded.tokens, complete=not guarded.cut, eot=tokenizer.eot)
+            out.append(
+                (
+                    Hypothesis(text=text, confidence=confidence, no_speech_prob=float(result.no_speech_prob)),
+                    guarded,
+                )
+            )
+        return out
+
+    def _languages(self, encoded: Any, n: int) -> list[str | None]:
+        if not self._ct2.is_multilingual:
+            return [None] * n
+        if self.config.language is not None:
+            return [self.config.language] * n
+        return [str(item[0][0])[2:-2] for item in self._ct2.detect_language(encoded)]
 
     def _suspicious(self, result: tuple[Hypothesis, GuardResult], audio_s: float) -> bool:
         hyp, guarded = result

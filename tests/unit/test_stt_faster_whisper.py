@@ -25,7 +25,7 @@ from openab_voice.engine.stability import normalize_words
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.engine.utterances import DecodeJob
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.speech import SpeechToText
+from openab_voice.providers.speech import Hypothesis, SpeechToText
 from openab_voice.providers.speech_registry import SttConfig
 from openab_voice.providers.stt_faster_whisper import (
     BASE_PACKAGES,
@@ -129,6 +129,20 @@ def test_alice_final_matches_its_text(stt: FasterWhisperStt) -> None:
     assert word_error_rate(CLIPS["alice"], hyp.text) <= 0.1
     assert hyp.confidence is not None and hyp.confidence > 0.6
     assert hyp.no_speech_prob is not None and hyp.no_speech_prob < 0.3
+
+
+def test_a_batch_decodes_each_utterance_as_well_as_alone(stt: FasterWhisperStt) -> None:
+    assert stt.capabilities.batch
+    names = list(CLIPS)
+    requests = [(scenes.load_clip(n), True) for n in names] + [(scenes.silence(0.001), False)]
+    results = stt.transcribe_batch(requests)
+    assert len(results) == len(requests)
+    for name, hyp in zip(names, results, strict=False):
+        assert isinstance(hyp, Hypothesis), hyp
+        alone = stt.transcribe(scenes.load_clip(name), final=True)
+        assert word_error_rate(CLIPS[name], hyp.text) <= word_error_rate(CLIPS[name], alone.text) + 0.05
+        assert hyp.confidence is not None and hyp.confidence > 0.5
+    assert results[-1] == Hypothesis(text="", confidence=None, no_speech_prob=None)  # too short to decode
 
 
 def test_silence_and_noise_score_as_no_speech(stt: FasterWhisperStt) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -635,3 +635,62 @@ def test_a_single_final_behind_a_partial_is_no_backlog() -> None:
     assert [e for e in rig.of(TranscriptFinal)]
     assert not rig.of(TranscriptionBacklog)
     assert rig.tr.partials_shed == 0
+
+
+class BatchStt(ScriptedStt):
+    """A batching provider: each speaker's text by the frame value; the first decode waits on a gate."""
+
+    def __init__(self, texts: dict[int, str]) -> None:
+        super().__init__(lambda s, final: words_by_length(texts[int(s[-1])])(s, final))
+        self._caps = dataclasses.replace(self._caps, batch=True)
+        self.batches: list[list[bool]] = []
+        self.gate = threading.Event()
+
+    def transcribe(
+        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+    ) -> Hypothesis:
+        self.batches.append([final])
+        assert self.gate.wait(5)
+        return super().transcribe(samples, final=final)
+
+    def transcribe_batch(
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+    ) -> list[Hypothesis | Exception]:
+        self.batches.append([final for _, final in requests])
+        return [super(BatchStt, self).transcribe(s, final=final) for s, final in requests]
+
+
+async def test_decodes_due_together_go_out_as_one_batch_and_none_is_lost() -> None:
+    texts = {7: "alpha one two", 6: "bravo three four", 5: "charlie five", 4: "delta six seven"}
+    stt = BatchStt(texts)
+    bus, clock = EventBus(), FakeClock()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    tr = Transcriber(stt, bus=bus, clock=clock, settings=TranscriberSettings(speculate_after_ms=0))
+    queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
+
+    async def stream() -> AsyncIterator[ProcessedFrame]:
+        while (item := await queue.get()) is not None:
+            queue.task_done()
+            yield item
+
+    lines = [
+        [
+            frame(name, f.frame.timestamp, speech=f.user_speech, value=value if f.user_speech else 1)
+            for f in timeline(name, 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.2)
+        ]
+        for name, value in zip("abcd", texts, strict=True)
+    ]
+    runner = asyncio.create_task(tr.run(stream()))
+    for step in zip(*lines, strict=True):  # four people talking at once, ending together
+        for f in step:
+            queue.put_nowait(f)
+    await queue.join()
+    assert stt.batches == [[False]]  # one partial went out first, and is held in the decoder
+    stt.gate.set()
+    queue.put_nowait(None)
+    await asyncio.wait_for(runner, 5)
+    finals = [e for e in events if isinstance(e, TranscriptFinal)]
+    assert sorted(f.text for f in finals) == sorted(texts.values())
+    # Everything due meanwhile (every speaker's final) went out together, in one batch.
+    assert stt.batches[1] == [True, True, True, True]
