@@ -167,6 +167,18 @@ def _bench_actions(args: argparse.Namespace) -> dict[str, Any]:
     return run(trials=args.trials, transitions=args.transitions, postgres_url=args.postgres_url)
 
 
+def _bench_executor(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.executor import run
+
+    return run(
+        workers=tuple(int(n) for n in args.workers.split(",")),
+        jobs=args.jobs,
+        latency_jobs=args.latency_jobs,
+        poll_s=args.poll_s,
+        postgres_url=args.postgres_url,
+    )
+
+
 def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
     from openab_voice.bench.dialogue import run
 
@@ -182,6 +194,7 @@ def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "actions": _bench_actions,
     "dialogue": _bench_dialogue,
+    "executor": _bench_executor,
     "receive": _bench_receive,
     "frontend": _bench_frontend,
     "stt": _bench_stt,
@@ -273,10 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
     p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials")
     p.add_argument("--transitions", type=int, default=2000, help="actions: store transitions to time")
+    p.add_argument("--workers", default="1,2,4", help="executor: worker counts to measure, comma-separated")
+    p.add_argument("--jobs", type=int, default=200, help="executor: jobs confirmed at once per worker count")
+    p.add_argument(
+        "--latency-jobs", type=int, default=10, help="executor: jobs confirmed one at a time to idle workers"
+    )
+    p.add_argument("--poll-s", type=float, default=0.1, help="executor: the workers' OPENAB_EXECUTOR_POLL_S")
     p.add_argument(
         "--postgres-url",
         default=None,
-        help="actions: a PostgreSQL SQLAlchemy URL (default: a throwaway local cluster when PostgreSQL is installed)",
+        help="actions / executor: a PostgreSQL SQLAlchemy URL (default: a throwaway local cluster when PostgreSQL is installed)",
     )
     p.add_argument(
         "--ttft-ms",

@@ -1,0 +1,219 @@
+"""``openab-voice bench executor``: N ``openab-voice executor`` worker processes on real PostgreSQL.
+
+For each N (``--workers 1,2,4``), in a fresh schema, with the scripted ACP agent (a real subprocess per
+job, ``normal`` mode: one permission, an edit, ``end_turn``):
+
+- ``confirm_to_running_ms``: idle workers, one job confirmed at a time (``--latency-jobs``): from the
+  stored confirmation to the worker's ``running`` write, which comes right before the agent's spawn
+  (claim poll ``--poll-s`` + claim + workspace). Both are times in the store's transition rows.
+- ``jobs_per_s``: ``--jobs`` confirmed at once, from the first confirmation to the last settlement;
+  ``queued_confirm_to_running_ms`` is the same delay under that queue.
+- ``double_executions``: jobs started more than once (their ``start`` transitions) or whose
+  workspace exists in more than one worker; ``not_succeeded``: jobs that did not end ``succeeded``.
+
+PostgreSQL: ``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster as in ``bench
+actions``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from openab_voice.bench.actions import _postgres
+from openab_voice.bench.stats import summary
+from openab_voice.clock import SystemClock
+from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.store.database import open_engine, upgrade
+from openab_voice.store.jobs import JobStore
+from openab_voice.store.records import NewAction
+
+_WAIT_S = 900.0
+_CLOCK = SystemClock()
+
+
+def run(
+    *,
+    workers: Sequence[int] = (1, 2, 4),
+    jobs: int = 200,
+    latency_jobs: int = 10,
+    poll_s: float = 0.1,
+    postgres_url: str | None = None,
+) -> dict[str, Any]:
+    """Measure each worker count in ``workers``; the JSON report."""
+    with (
+        tempfile.TemporaryDirectory(prefix="openab-bench-executor-") as scratch,
+        _postgres(postgres_url, Path(scratch)) as server,
+    ):
+        if isinstance(server, dict):
+            return server
+        by_count = {
+            str(n): _measure(server, n, jobs, latency_jobs, poll_s, Path(scratch) / f"n{n}") for n in workers
+        }
+    return {
+        "jobs": jobs,
+        "latency_jobs": latency_jobs,
+        "poll_s": poll_s,
+        "workers": by_count,
+        "double_executions": sum(r["double_executions"] for r in by_count.values()),
+    }
+
+
+def _measure(
+    server: str, count: int, jobs: int, latency_jobs: int, poll_s: float, root: Path
+) -> dict[str, Any]:
+    url, drop = _fresh_schema(server)
+    try:
+        upgrade(url)
+        store = JobStore(open_engine(url), SystemClock())
+        pool = [_Worker(url, root, f"bench-w{i}", poll_s) for i in range(count)]
+        try:
+            _wait(lambda: len([w for w in store.workers() if w.state == "running"]) == count, "workers up")
+            latency_ids = []
+            for _ in range(latency_jobs):  # one at a time: the workers are idle when it is confirmed
+                [job] = _confirm(store, 1)
+                _wait(lambda job=job: store.require(job).status.terminal, "a job to settle")  # type: ignore[misc]
+                latency_ids.append(job)
+            queued = _confirm(store, jobs)
+            _wait(lambda: all(store.require(j).status.terminal for j in queued), f"{jobs} jobs to settle")
+            first_confirm = min(_at(store, j, JobEvent.CONFIRM) for j in queued)
+            last_settled = max(store.transitions(j)[-1].at for j in queued)
+            every = latency_ids + queued
+            doubles = sum(
+                1
+                for j in every
+                if _starts(store, j) > 1
+                or sum((w.data_dir / "workspaces" / j / "work").is_dir() for w in pool) > 1
+            )
+            result = {
+                "jobs_per_s": round(jobs / max(last_settled - first_confirm, 1e-9), 2),
+                "confirm_to_running_ms": summary(_delays(store, latency_ids)),
+                "queued_confirm_to_running_ms": summary(_delays(store, queued)),
+                "double_executions": doubles,
+                "not_succeeded": sum(store.require(j).status is not JobStatus.SUCCEEDED for j in every),
+            }
+        finally:
+            result_rc = [w.stop() for w in pool]
+            store.close()
+        result["worker_exit_codes"] = result_rc
+        return result
+    finally:
+        drop()
+
+
+class _Worker:
+    def __init__(self, url: str, root: Path, node: str, poll_s: float) -> None:
+        self.data_dir = root / node
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}
+        env.update(
+            {
+                "OPENAB_DATABASE_URL": url,
+                "OPENAB_DATA_DIR": str(self.data_dir),
+                "OPENAB_NODE_ID": node,
+                "OPENAB_ACP_AGENT_COMMAND": f"{sys.executable} -m openab_voice.testing.acp_agent --mode normal",
+                "OPENAB_ACP_SANDBOX": "off",
+                "OPENAB_EXECUTOR_POLL_S": str(poll_s),
+                "OPENAB_LOG_LEVEL": "WARNING",
+            }
+        )
+        root.mkdir(parents=True, exist_ok=True)
+        self._log = (root / f"{node}.log").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "openab_voice", "executor"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(30)
+        finally:
+            self._log.close()
+
+
+def _fresh_schema(server: str) -> tuple[str, Callable[[], None]]:
+    parsed = make_url(server)
+    if parsed.drivername in ("postgres", "postgresql"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    schema = f"openab_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(parsed, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+
+    def drop() -> None:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+    url = parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
+    return url, drop
+
+
+def _confirm(store: JobStore, count: int) -> list[str]:
+    ids = []
+    for n in range(count):
+        record, _ = store.create(
+            NewAction(
+                id=f"a-{uuid.uuid4().hex[:10]}",
+                goal=f"write a haiku {n}",
+                effect_hint=EffectCeiling.WORKSPACE_WRITE,
+                guild_id=1,
+                text_channel_id=2,
+                session_generation=1,
+                proposed_by=3,
+                expires_at=_CLOCK.wall() + 3600,
+            )
+        )
+        store.apply(record.id, JobEvent.DELIVER, actor="bench")
+        store.apply(
+            record.id,
+            JobEvent.CONFIRM,
+            actor="3",
+            confirmed_by=3,
+            effect_ceiling=EffectCeiling.WORKSPACE_WRITE,
+        )
+        ids.append(record.id)
+    return ids
+
+
+def _at(store: JobStore, action_id: str, event: JobEvent) -> float:
+    return next(t.at for t in store.transitions(action_id) if t.event == event)
+
+
+def _starts(store: JobStore, action_id: str) -> int:
+    return sum(1 for t in store.transitions(action_id) if t.event == JobEvent.START)
+
+
+def _delays(store: JobStore, ids: list[str]) -> list[float]:
+    return [
+        (_at(store, j, JobEvent.START) - _at(store, j, JobEvent.CONFIRM)) * 1000.0
+        for j in ids
+        if _starts(store, j)
+    ]
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = _CLOCK.monotonic() + _WAIT_S
+    while not condition():
+        if _CLOCK.monotonic() > deadline:
+            raise TimeoutError(f"bench executor: timed out waiting for {what}")
+        time.sleep(0.02)  # noqa: TID251 -- the bench watches other processes through the store
