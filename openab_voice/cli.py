@@ -191,14 +191,28 @@ def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
     return run(speakers=args.speakers, loss=args.loss, seed=args.seed)
 
 
+def _bench_memory(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.memory import run
+
+    return run(records=args.records)
+
+
+def _bench_transcript(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.transcript import run
+
+    return run(speakers=args.speakers, hours=args.hours)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "actions": _bench_actions,
     "dialogue": _bench_dialogue,
     "executor": _bench_executor,
     "receive": _bench_receive,
     "frontend": _bench_frontend,
+    "memory": _bench_memory,
     "stt": _bench_stt,
     "transcribe": _bench_transcribe,
+    "transcript": _bench_transcript,
 }
 
 
@@ -285,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
     p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials")
+    p.add_argument("--records", type=int, default=100_000, help="memory: records stored")
+    p.add_argument("--hours", type=float, default=2.0, help="transcript: length of the session")
     p.add_argument("--transitions", type=int, default=2000, help="actions: store transitions to time")
     p.add_argument("--workers", default="1,2,4", help="executor: worker counts to measure, comma-separated")
     p.add_argument("--jobs", type=int, default=200, help="executor: jobs confirmed at once per worker count")
