@@ -101,7 +101,15 @@ class Application:
             chat=self.providers.chat,
             summary_chars=self.settings.transcript_summary_chars,
         )
-        commands = build_voice_group(voice, broker=broker, bus=self.bus, clock=self.clock, meeting=meeting)
+        commands = build_voice_group(
+            voice,
+            broker=broker,
+            bus=self.bus,
+            clock=self.clock,
+            meeting=meeting,
+            memory=self.records.memory if self.records is not None else None,
+            operator_id=self.settings.operator_user_id,
+        )
         return BotParts(voice=voice, commands=commands, actions=plane)
 
     async def aclose(self) -> None:

@@ -1,11 +1,13 @@
 """The ``/voice`` slash command group: ``join [channel]``, ``leave``, ``status``, ``actions``, ``cancel <id>``,
-``reconcile <id>``, ``transcript [session]``, ``summary [session]``."""
+``reconcile <id>``, ``transcript [session]``, ``summary [session]``, ``memory [forget]``."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import discord
@@ -17,6 +19,7 @@ from openab_voice.bus.events import CommandInvoked
 from openab_voice.clock import Clock
 from openab_voice.discord.service import VoiceService
 from openab_voice.errors import OpenabError
+from openab_voice.memory.long_term import LongTermMemory
 from openab_voice.memory.meeting import MeetingRecords, Refusal
 from openab_voice.store.records import ActionRecord
 
@@ -64,9 +67,13 @@ def build_voice_group(
     bus: EventBus,
     clock: Clock,
     meeting: MeetingRecords | None = None,
+    memory: LongTermMemory | None = None,
+    operator_id: int | None = None,
 ) -> app_commands.Group:
     """Create the ``/voice`` command group on ``service`` and, when actions are on, ``broker``;
-    ``meeting`` answers ``transcript`` and ``summary`` (None: transcripts are not stored)."""
+    ``meeting`` answers ``transcript`` and ``summary`` (None: transcripts are not stored);
+    ``memory`` answers ``memory`` (None: long-term memory is off), where ``operator_id`` sees and
+    forgets everyone's records."""
     records = meeting or MeetingRecords(None)
     group = app_commands.Group(name="voice", description="Voice channel controls", guild_only=True)
 
@@ -223,6 +230,41 @@ def build_voice_group(
         text = f"**Summary of session `{found.id}` in #{found.channel_name}{note}**\n{result.text}"
         for chunk in split_message(text):
             await interaction.followup.send(chunk)
+
+    @group.command(name="memory", description="What I remember about you here; forget a record by its id")
+    @app_commands.describe(forget="The id of a record to forget (yours, or any for the operator)")
+    async def memory_command(interaction: discord.Interaction, forget: int | None = None) -> None:
+        assert interaction.guild_id is not None
+        if memory is None:
+            record(interaction, "voice memory", False, "memory off")
+            await interaction.response.send_message(
+                "Long-term memory is off (OPENAB_MEMORY_ENABLED).", ephemeral=True
+            )
+            return
+        user_id = interaction.user.id
+        if forget is not None:
+            refused = await asyncio.to_thread(
+                memory.forget, forget, guild_id=interaction.guild_id, user_id=user_id, operator_id=operator_id
+            )
+            record(interaction, "voice memory", refused is None, refused or f"forgot {forget}")
+            text = f"Forgotten: memory {forget}." if refused is None else f"Not forgotten: {refused}."
+            await interaction.response.send_message(text, ephemeral=True)
+            return
+        mine = None if user_id == operator_id else str(user_id)
+        records = await asyncio.to_thread(memory.recent, guild_id=interaction.guild_id, speaker_id=mine)
+        record(interaction, "voice memory", True, f"{len(records)} records")
+        if not memory.health.ok:
+            text = f"Memory is unavailable: {memory.health.reason}."
+        elif not records:
+            text = "I remember nothing about you here." if mine else "I remember nothing here."
+        else:
+            lines = [
+                f"`{r.id}` {r.kind} · <@{r.speaker_id}> · "
+                f"{datetime.fromtimestamp(r.created_at, tz=UTC).date().isoformat()} · {r.text}"
+                for r in records
+            ]
+            text = "\n".join(lines) + "\nForget one with `/voice memory forget:<id>`."
+        await interaction.response.send_message(split_message(text)[0], ephemeral=True)
 
     return group
 
