@@ -205,8 +205,13 @@ class ActionExecutor:
         """Another process reaped this action (our heartbeat failed for a whole lease): stop its agent.
 
         The store already says ``outcome_unknown``; the settle that follows finds that and only
-        quarantines the workspace on disk.
+        quarantines the workspace on disk. A job that settled here while the renewal ran was not
+        lost, only finished: nothing to stop.
         """
+        launch = self._launches.get(action_id)
+        if launch is None or launch.turn_ended:
+            return
+        log.warning("lease of %s was lost while its agent ran; stopping the agent", action_id)
         self.cancel(action_id)
 
     def lift_quarantine(self, action_id: str) -> None:

@@ -128,7 +128,6 @@ class LeaseKeeper:
         # Settled while the renewal ran: not lost, just done.
         for action_id in sorted(asked - renewed):
             if action_id in self._held:
-                log.warning("lease of %s was lost; stopping its agent", action_id)
                 self._held.discard(action_id)
                 if self.on_lost is not None:
                     self.on_lost(action_id)

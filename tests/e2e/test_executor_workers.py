@@ -41,6 +41,8 @@ pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 JOBS = int(os.environ.get("OPENAB_TEST_EXECUTOR_JOBS", "24"))
 WORKERS = 4
 WAIT_S = 180.0
+# Each job is a fresh agent process (about 1 s of CPU here, more under load): scale the bounds with it.
+JOBS_WAIT_S = max(WAIT_S, 5.0 * JOBS)
 
 
 @pytest.fixture
@@ -174,13 +176,16 @@ def starts(store: JobStore, action_id: str) -> int:
     return sum(1 for t in store.transitions(action_id) if t.event == JobEvent.START)
 
 
+@pytest.mark.timeout(60 + 6 * JOBS)
 def test_n_workers_run_every_job_exactly_once(store: JobStore, workers: Callable[..., Worker]) -> None:
     jobs = confirm_jobs(store, JOBS)
     # A long lease: on a loaded 2-core machine a 2 s lease can miss a heartbeat, and a live job is
     # then (rightly) reaped; this test is about sharing the work out, the next one about leases.
     pool = [workers(f"w{n}", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="1") for n in range(WORKERS)]
 
-    wait_until(lambda: all(store.require(j).status.terminal for j in jobs), f"{JOBS} jobs to settle")
+    wait_until(
+        lambda: all(store.require(j).status.terminal for j in jobs), f"{JOBS} jobs to settle", JOBS_WAIT_S
+    )
 
     records = [store.require(j) for j in jobs]
     nodes = set()
