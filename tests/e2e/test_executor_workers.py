@@ -4,8 +4,8 @@ Every job runs exactly once across N workers; a worker killed with SIGKILL mid-j
 ``running`` until its lease expires, then another worker's reaper makes it ``outcome_unknown`` with
 its workspace quarantined, and the other jobs are unaffected; SIGTERM drains (the agent is cancelled
 per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat;
-a bot with remote executors queues a confirmation and delivers what a real worker did, and its cancel
-reaches the worker holding the lease.
+a bot with remote executors queues a confirmation and delivers what a real worker did, its cancel
+reaches the worker holding the lease, and its restart leaves a running worker's job untouched.
 
 The test waits for the workers by reading the store (they are other processes: there is no gate to
 hold them at), with a deadline per wait.
@@ -335,3 +335,39 @@ async def test_a_cancel_from_the_bot_reaches_the_worker_holding_the_lease(
         assert "cancel" in text.lower()
         assert worker.agents() == []
         assert worker.stop() == 0
+
+
+async def test_a_bot_restart_while_a_worker_runs_touches_no_live_job(
+    db_url: str, tmp_path: Path, workers: Callable[..., Worker]
+) -> None:
+    worker = workers("wk", mode="slow", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="0.5")
+    async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as before:
+        await before.plane.start()
+        outcome = await before.broker.propose(request("a long piece of work"))
+        assert outcome.ok and outcome.action is not None, outcome
+        action_id = outcome.action.id
+        clicked = await before.broker.click(
+            decision=CONFIRM,
+            action_id=action_id,
+            user_id=OPERATOR,
+            message_id=before.channel.message_ids[action_id],
+        )
+        assert clicked.ok, clicked
+        await asyncio.to_thread(
+            wait_until,
+            lambda: before.store.require(action_id).status is JobStatus.RUNNING and bool(worker.agents()),
+            "the agent",
+        )
+        running = before.store.require(action_id)
+    # The bot is gone and comes back (same node, a new incarnation): the worker's live lease decides.
+    async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as after:
+        await after.plane.start()
+        assert after.store.require(action_id) == running  # not lost, not even rewritten
+        assert worker.agents()
+
+        cancel = await after.broker.cancel(action_id, user_id=OPERATOR)  # still reachable
+        assert cancel.ok, cancel
+        await after.log.wait_for("say", timeout_s=WAIT_S)
+        assert after.store.require(action_id).status is JobStatus.CANCELLED
+        assert len(after.channel.results()) == 1  # the new bot delivered the worker's verdict
+    assert worker.stop() == 0
