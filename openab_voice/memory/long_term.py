@@ -290,13 +290,14 @@ class LongTermMemory:
 
 def _index_for(faiss: Any, dim: int, matrix: npt.NDArray[np.float32]) -> Any:
     """An exact ``IndexIDMap`` over an inner-product index up to :data:`EXACT_UP_TO` vectors; above,
-    an inverted-file index (``IndexIVFFlat``, inner product, ``4·√n`` lists, k-means trained on a
-    sample of the stored vectors (faiss keeps the quantizer alive with the index), ``nprobe`` a 32nd of the lists), so a top-5 search at 100,000
-    records scans a few thousand vectors instead of all of them. Ids are the rows' ids either way."""
+    an inverted-file index (``IndexIVFFlat``, inner product, ``2·√n`` lists, k-means trained on a
+    sample of the stored vectors; faiss keeps the quantizer alive with the index; ``nprobe`` a 32nd
+    of the lists), so a top-5 search at 100,000 records scans a few thousand vectors instead of all
+    of them. Ids are the rows' ids either way."""
     n = len(matrix)
     if n <= EXACT_UP_TO:
         return faiss.IndexIDMap(faiss.IndexFlatIP(dim))
-    lists = int(4 * np.sqrt(n))
+    lists = int(2 * np.sqrt(n))
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, lists, faiss.METRIC_INNER_PRODUCT)
     index.cp.niter = 10
