@@ -2,8 +2,9 @@
 deliver what the workers settled.
 
 A confirmed job stays ``confirmed`` in the store until an ``openab-voice executor`` claims it
-(:mod:`openab_voice.actions.worker`); this process starts no agent. :class:`RemoteResults` polls the
-store for jobs the workers settled and delivers each exactly as the in-process executor does
+(:mod:`openab_voice.actions.worker`); this process starts no agent. :class:`RemoteResults` reads the
+store for jobs the workers settled (woken by PostgreSQL ``NOTIFY``, polling as the fallback) and
+delivers each exactly as the in-process executor does
 (:class:`~openab_voice.actions.delivery.ResultDelivery`: the full text first, the delivery outcome
 stored beside the execution outcome, then the spoken status). The delivery outcome's compare-and-set
 on the settled version makes a result delivered once. A cancel of a job still waiting in the queue is
@@ -19,6 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import Literal, cast
 
+from openab_voice.acp.deadline import bounded
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion
 from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.leases import EXECUTOR_ROLE
@@ -26,6 +28,7 @@ from openab_voice.actions.ports import CancelReply
 from openab_voice.actions.writer import JobWriter
 from openab_voice.errors import StaleTransition
 from openab_voice.jobs import EffectCeiling, JobStatus
+from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,13 @@ class RemoteResults:
         self._delivery = delivery
         self._poll_s = poll_s
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._listener: SettledListener | None = None
+
+    @property
+    def listener(self) -> SettledListener | None:
+        """The PostgreSQL listener that wakes the delivery (None on SQLite or before :meth:`start`)."""
+        return self._listener
 
     async def deliver_pending(self) -> list[str]:
         """Deliver every settled, undelivered result once; the ids delivered (posted or failed)."""
@@ -100,23 +110,38 @@ class RemoteResults:
         return delivered
 
     def start(self) -> None:
-        """Poll until :meth:`aclose`. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._poll(), name="remote-results")
+        """Deliver until :meth:`aclose`: at each PostgreSQL notification of a settled job, and every
+        ``poll_s`` whatever happens (notifications can be missed across a reconnect). Idempotent."""
+        if self._task is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def settled(_action_id: str) -> None:  # from the listener's thread
+            loop.call_soon_threadsafe(self._wake.set)
+
+        self._listener = self._jobs.store.listen_settled(settled)
+        if self._listener is not None:
+            self._listener.start()
+        self._task = asyncio.create_task(self._poll(), name="remote-results")
 
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.close)
+            self._listener = None
 
     async def _poll(self) -> None:
         while True:
+            # Cleared before the read: a notification during it wakes the next wait at once.
+            self._wake.clear()
             try:
                 await self.deliver_pending()
             except Exception:  # a database or Discord hiccup must not end the delivery
                 log.exception("delivering remote results failed")
-            await self._jobs.clock.sleep(self._poll_s)
+            await bounded(self._jobs.clock, self._poll_s, self._wake.wait())
 
 
 def completion_of(record: ActionRecord, decisions: list[PermissionDecision]) -> TurnCompletion:

@@ -16,6 +16,7 @@ from openab_voice.errors import ActionError, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus, transition
 from openab_voice.store.convert import action_record
 from openab_voice.store.models import Action, ActionTransition, IdempotencyKey
+from openab_voice.store.notify import notify_settled
 from openab_voice.store.records import CREATE_EVENT, ActionFields, ActionRecord, NewAction
 
 
@@ -118,6 +119,8 @@ def apply_event(
             at=now,
         )
     )
+    if target.terminal:
+        notify_settled(session, action_id)  # at commit: the remote bot delivers it at once
     return action_record(row)
 
 

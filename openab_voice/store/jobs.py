@@ -13,7 +13,7 @@ callers use ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Unpack
 
@@ -29,6 +29,7 @@ from openab_voice.store.audit_rows import add_audit, audit_entries
 from openab_voice.store.convert import action_record, transition_record
 from openab_voice.store.database import translate_errors
 from openab_voice.store.models import Action, ActionTransition
+from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import (
     ActionFields,
     ActionRecord,
@@ -323,6 +324,13 @@ class JobStore:
         """Which of ``action_ids`` someone asked to cancel (:meth:`request_cancel`)."""
         with self._transaction() as session:
             return lease_rows.cancel_requests(session, action_ids)
+
+    def listen_settled(self, on_settled: Callable[[str], None]) -> SettledListener | None:
+        """A listener (not started) calling ``on_settled`` with each settled job's id, from its thread;
+        None on SQLite, which has no notifications (poll instead)."""
+        if self._engine.url.get_backend_name() != "postgresql":
+            return None
+        return SettledListener(self._engine.url, on_settled)
 
     def undelivered_results(self, *, owner_prefix: str, limit: int = 50) -> list[ActionRecord]:
         """Settled jobs run by owners starting with ``owner_prefix`` whose result nobody delivered yet.

@@ -362,7 +362,13 @@ async def test_a_bot_restart_while_a_worker_runs_touches_no_live_job(
     # The bot is gone and comes back (same node, a new incarnation): the worker's live lease decides.
     async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as after:
         await after.plane.start()
-        assert after.store.require(action_id) == running  # not lost, not even rewritten
+        now = after.store.require(action_id)
+        # Not lost, not even rewritten (its worker's heartbeat moves only the lease's expiry).
+        assert (now.status, now.version, now.lease_owner) == (
+            running.status,
+            running.version,
+            running.lease_owner,
+        )
         assert worker.agents()
 
         cancel = await after.broker.cancel(action_id, user_id=OPERATOR)  # still reachable
