@@ -503,10 +503,8 @@ class Transcriber:
         best, waited_most = None, 0
         for speaker in self._speakers.values():
             utt = speaker.current
-            if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is not None:
-                # A pause has no new speech to show, and a partial started in it would hold back
-                # the speculative final (the decode that matters there) by a whole decode.
-                continue
+            if utt is None or speaker.busy or speaker.finishing or utt.speculated:
+                continue  # a speculated pause has no new speech: its final is already decoded
             waited = self._partial_wait(utt)
             if waited is not None and waited > waited_most:
                 best, waited_most = utt, waited  # the longest-waiting speaker first

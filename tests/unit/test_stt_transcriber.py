@@ -498,18 +498,6 @@ def test_the_final_ends_where_the_vad_placed_the_end_of_speech_not_a_minimum_sil
     assert isinstance(final, TranscriptFinal) and final.audio_end == pytest.approx(101.2)
 
 
-def test_no_partial_is_decoded_in_a_pause() -> None:
-    stt = ScriptedStt(words_by_length("what time is it"))
-    rig = Rig(stt, TranscriberSettings(speculate_after_ms=0))  # no speculation: only partials
-    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0))
-    calls = len(stt.calls)
-    rig.feed(hangover("alice", 101.2, 1.0))  # partials would fall due several times here
-    assert len(stt.calls) == calls
-    rig.feed([frame("alice", 102.2 + i * 0.02, speech=True, value=7) for i in range(25)])
-    resumed = [final for _, final, _ in stt.calls[calls:]]
-    assert resumed and not any(resumed)  # speech again: partials again
-
-
 def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_back() -> None:
     stt = ScriptedStt(words_by_length("what time is it"))
     rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
