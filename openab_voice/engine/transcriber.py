@@ -17,9 +17,9 @@ a failed decode), so nothing downstream ever sees unusable text.
 Decodes are CPU-bound: they run on the transcriber's own decode threads (below the audio plane's
 priority: ADR 0006), at most one per speaker and ``max_concurrent_decodes`` in total
 (the machine has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio
-wins", never queued up. With a provider that decodes in batches, everything due at once (several
-people talking) goes out as one batch of up to ``max_batch`` decodes, one batch in flight: ten
-utterances then cost about a third of their sequential time.
+wins", never queued up. With a provider that decodes in batches and ``max_batch`` > 1 (opt-in:
+ADR 0012), everything due at once (several people talking) goes out as one batch, one batch in
+flight: ten utterances then cost the decoder about a third of their sequential time.
 
 Overload (more talkers than the CPU transcribes in real time) degrades in a fixed order: partials
 are shed first (while a final waits for a slot, every partial that falls due is skipped and

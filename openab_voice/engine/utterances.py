@@ -34,7 +34,10 @@ class TranscriberSettings:
         max_concurrent_decodes: decodes in flight across all speakers.
         max_batch: with a provider that decodes in batches (``SttCapabilities.batch``), the decodes
             due at once (several speakers) go out as one batch of at most this many, one batch in
-            flight at a time, instead of ``max_concurrent_decodes`` single decodes. 1: never batch.
+            flight at a time, instead of ``max_concurrent_decodes`` single decodes. 1 (the default):
+            never batch. Batching triples the decoder's throughput for ten utterances, but end to end
+            (``bench transcribe --speakers 6|10``) it showed no lower lag and, with a core busy, more
+            fragments (ADR 0012), so it is opt-in until that is understood.
         close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
         speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
             an utterance (the VAD is still waiting out its minimum silence), the final decode runs
@@ -51,7 +54,7 @@ class TranscriberSettings:
     max_no_speech_prob: float = 0.6
     max_utterance_s: float = 30.0
     max_concurrent_decodes: int = 1
-    max_batch: int = 10
+    max_batch: int = 1
     close_timeout_s: float = 5.0
     speculate_after_ms: int = 150
     speculate_below: float = 0.35

@@ -654,7 +654,9 @@ async def test_decodes_due_together_go_out_as_one_batch_and_none_is_lost() -> No
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(stt, bus=bus, clock=clock, settings=TranscriberSettings(speculate_after_ms=0))
+    tr = Transcriber(
+        stt, bus=bus, clock=clock, settings=TranscriberSettings(speculate_after_ms=0, max_batch=10)
+    )
     queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
 
     async def stream() -> AsyncIterator[ProcessedFrame]:
