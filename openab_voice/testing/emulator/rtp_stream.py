@@ -9,6 +9,7 @@ with five Opus silence frames, as Discord clients send.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import os
 from collections.abc import Callable
@@ -125,6 +126,14 @@ class RtpStream:
             # op 5 mapping its SSRC drops it (@discordjs/voice does).
             await pacer.announce()
             await self.sleep_until(self._clock.monotonic() + lead)
+        # A real client encodes on its own machine: without an echo to mix in just in time, the
+        # utterance is encoded up front on a worker thread, so the bot's event loop (which the
+        # emulator shares) never stalls behind a talker's encoder.
+        opus = (
+            None
+            if echo is not None
+            else await asyncio.get_running_loop().run_in_executor(None, self._encode_all, pcm, frames)
+        )
         start = self._clock.monotonic()
         self._advance_timestamp_over_pause(start)
         held: _Queued | None = None
@@ -138,7 +147,7 @@ class RtpStream:
             chunk = pcm[i * DISCORD_FRAME_BYTES : (i + 1) * DISCORD_FRAME_BYTES] if i < frames else None
             if echo is not None and chunk is not None:
                 chunk = mix_frame(chunk, echo.frame(due))
-            packet = self._packet(conn, chunk, options)
+            packet = self._packet(conn, chunk, options, opus[i] if opus is not None and i < frames else None)
             fate = planner.next()
             if fate.dropped:
                 dropped += 1
@@ -177,15 +186,26 @@ class RtpStream:
             paused = int((now - self._last_sent_at) / FRAME_SECONDS)
             self._ts = (self._ts + paused * DISCORD_FRAME_SAMPLES) & 0xFFFFFFFF
 
-    def _packet(self, conn: VoiceConnection, chunk: bytes | None, options: StreamOptions) -> bytes:
+    def _encode_all(self, pcm: bytes, frames: int) -> list[bytes]:
+        """Every frame of an utterance, encoded in order with this stream's encoder (worker thread)."""
+        return [
+            self._encode(pcm[i * DISCORD_FRAME_BYTES : (i + 1) * DISCORD_FRAME_BYTES]) for i in range(frames)
+        ]
+
+    def _encode(self, chunk: bytes) -> bytes:
+        if self._encoder is None:
+            self._encoder = Encoder()
+        return bytes(self._encoder.encode(chunk.ljust(DISCORD_FRAME_BYTES, b"\x00"), DISCORD_FRAME_SAMPLES))
+
+    def _packet(
+        self, conn: VoiceConnection, chunk: bytes | None, options: StreamOptions, opus: bytes | None = None
+    ) -> bytes:
         if conn.cipher is None or conn.mode is None:
             raise EmulatorError("voice session has no key yet", code="EMULATOR_NOT_CONNECTED")
         if chunk is None:
             payload = OPUS_SILENCE
         else:
-            if self._encoder is None:
-                self._encoder = Encoder()
-            payload = self._encoder.encode(chunk.ljust(DISCORD_FRAME_BYTES, b"\x00"), DISCORD_FRAME_SAMPLES)
+            payload = opus if opus is not None else self._encode(chunk)
             if conn.dave is not None and conn.dave_version > 0 and options.dave_user is not None:
                 payload = conn.dave.encrypt(options.dave_user, payload)
         header, extension = build_header(self._seq, self._ts, self.ssrc, extension=_AUDIO_LEVEL_EXTENSION)
