@@ -5,6 +5,7 @@ counters that show what happened (``docs/discord-voice-protocol.md``)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any, assert_never
 
 from openab_voice.clock import Clock
@@ -24,9 +25,7 @@ class VoiceLifeApi:
     _room: VoiceRoom
     _udp: VoiceUdpServer
     _clock: Clock
-
-    def _require_running(self) -> None:
-        raise NotImplementedError
+    _require_running: Callable[[], None]  # raises EMULATOR_NOT_CONNECTED when not started
 
     async def close_voice(self, code: int = 4015, reason: str = "") -> None:
         """Close the bot's voice websocket with a Discord close code.
