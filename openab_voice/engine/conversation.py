@@ -34,7 +34,9 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
+from openab_voice.engine.cascade import cascade_engine
 from openab_voice.engine.context import ChannelNote, MemoryRecall, ShortTermContext, UserUtterance
+from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding, EngineFactory
 from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
@@ -49,7 +51,7 @@ from openab_voice.engine.events import (
 from openab_voice.engine.expiry import AnnouncementQueue, SpeechCause
 from openab_voice.engine.handle import SpeechOutput
 from openab_voice.engine.interruption import InterruptionController, ResumePlan, resume_plan
-from openab_voice.engine.response import ResponseDeps, ToolPath
+from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import (
     BUSY,
@@ -71,7 +73,7 @@ from openab_voice.engine.state import (
     cause_of,
     transition,
 )
-from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
+from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy, without_address
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
@@ -130,19 +132,22 @@ class ConversationManager:
     Args:
         bus: where transcripts and speech events come from and where dialogue events go.
         clock: the injected clock (timers and latency figures).
-        chat: the chat model.
-        tts: the text-to-speech provider (48 kHz stereo s16le).
-        output: the playback path (:class:`~openab_voice.discord.playback.Playback`).
-        tools: the tool path (:class:`~openab_voice.tools.ToolRegistry`).
+        chat: the chat model (the cascade; unused with ``engine``).
+        tts: the text-to-speech provider (48 kHz stereo s16le; the cascade).
+        output: the playback path (:class:`~openab_voice.discord.playback.Playback`; the cascade).
+        tools: the tool path (:class:`~openab_voice.tools.ToolRegistry`; the cascade).
         roster: who is in the channel.
         settings: dialogue settings (already negotiated: see :func:`~openab_voice.engine.settings.negotiate`).
         session_id: the voice session; stamped on every event published.
         claimed: finals for which this returns True are handled elsewhere (the action plane's task
             phrase): never a dialogue turn, but still a valid interruption.
         memory: long-term memory, recalled once per response to a user turn (None: none).
+        engine: builds the voice engine (:mod:`~openab_voice.engine.duplex`); None: the cascade on
+            ``chat``, ``tts``, ``output`` and ``tools``.
 
     Raises:
         ConfigError: no wake name and no bot user id to derive it from.
+        TypeError: neither an engine nor the cascade's providers.
     """
 
     def __init__(
@@ -150,15 +155,16 @@ class ConversationManager:
         *,
         bus: EventBus,
         clock: Clock,
-        chat: ChatModel,
-        tts: TextToSpeech,
-        output: SpeechOutput,
-        tools: ToolPath,
+        chat: ChatModel | None = None,
+        tts: TextToSpeech | None = None,
+        output: SpeechOutput | None = None,
+        tools: ToolPath | None = None,
         roster: Roster,
         settings: DialogueSettings,
         session_id: str | None = None,
         claimed: Callable[[str], bool] | None = None,
         memory: MemoryRecall | None = None,
+        engine: EngineFactory | None = None,
     ) -> None:
         if settings.wake_name is None and settings.bot_user_id is None:
             raise ConfigError(
@@ -184,18 +190,19 @@ class ConversationManager:
         self._controller = InterruptionController(
             mode=settings.mode, resume=settings.resume_after_false_interruption
         )
-        deps = ResponseDeps(
+        if engine is None:
+            if chat is None or tts is None or output is None or tools is None:
+                raise TypeError("the cascade needs chat, tts, output and tools (or pass an engine)")
+            engine = cascade_engine(chat=chat, tts=tts, output=output, tools=tools, memory=memory)
+        binding = EngineBinding(
             bus=bus,
             clock=clock,
-            chat=chat,
-            tts=tts,
-            output=output,
-            tools=tools,
             settings=settings,
+            context=self._context,
+            report=self._report,
             session_id=session_id,
-            memory=memory,
         )
-        self._responses = ResponseSupervisor(deps=deps, context=self._context, report=self._report)
+        self._responses: DuplexVoiceEngine = engine(binding)
         self._snap = Snapshot()
         self._floor = FloorLog()
         # Unbounded on purpose: transcript and speech events arrive a few per second per speaker, and
@@ -219,6 +226,11 @@ class ConversationManager:
     @property
     def context(self) -> ShortTermContext:
         return self._context
+
+    @property
+    def engine(self) -> DuplexVoiceEngine:
+        """The voice engine this conversation drives."""
+        return self._responses
 
     @property
     def wake_name(self) -> str:
@@ -306,6 +318,8 @@ class ConversationManager:
                 await self._resume(self._controller.on_window_expired(item.token))
             case _Announce():
                 self._announcements.add(item.text, item.cause)
+            case Recovered() if self._snap.state is not DialogueState.RECOVERING:
+                pass  # the engine reconnected after a recovery that already ended (a discard's)
             case _:
                 await self._dispatch(item)
         await self._next_announcement()
@@ -340,6 +354,9 @@ class ConversationManager:
         if self._half_duplex_ignores(event.audio_start, event.audio_end):
             self._ignored(event, "bot_speaking")  # half duplex: capture is ignored while the bot speaks
             return
+        if self._snap.state is DialogueState.RECOVERING:
+            self._ignored(event, "recovering")  # the engine's provider session is being re-established
+            return
         turn_id = f"turn-{next(self._turn_ids)}"
         self._bus.publish(
             TurnAccepted(
@@ -353,12 +370,18 @@ class ConversationManager:
         self._controller.on_final(event.speaker_id, accepted=True)
         self._cancel_timer()
         self._prepared[turn_id] = self._answer(
-            turn_id, event.speaker_id, event.text, event.at, event.audio_end
+            turn_id, event.speaker_id, event.text, event.at, event.audio_end, event.audio_start
         )
         await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
 
     def _answer(
-        self, turn_id: str, speaker_id: str, text: str, at: float, eou_at: float | None
+        self,
+        turn_id: str,
+        speaker_id: str,
+        text: str,
+        at: float,
+        eou_at: float | None,
+        audio_start: float | None = None,
     ) -> PreparedResponse:
         """The response to a user turn (the same for a final and for the speculation before it)."""
         name = self._roster.display_name(speaker_id)
@@ -374,6 +397,7 @@ class ConversationManager:
         return PreparedResponse(
             user=user,
             eou_at=eou_at,
+            audio_start=audio_start,
             speaker_id=speaker_id,
             labels=tuple(sorted({self._roster.display_name(h) for h in self._roster.humans()} | {name})),
             own_name=wake,
@@ -498,7 +522,8 @@ class ConversationManager:
                 return None
             case DiscardResponse():
                 await self._responses.discard(effect)
-                return Recovered()
+                # An engine still reconnecting reports Recovered itself once its new session is up.
+                return Recovered() if self._responses.ready else None
             case _:
                 assert_never(effect)
 

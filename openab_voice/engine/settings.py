@@ -13,8 +13,8 @@ start-up error unless a half-duplex fallback was explicitly allowed.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
+from openab_voice.engine.duplex import AudioFormat, DialogueMode, EngineCapabilities
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.speech import ChatCapabilities, SttCapabilities, TtsCapabilities
 
@@ -39,13 +39,6 @@ SMALL_MODEL_PROMPT = (
 """For the offline 135M model: it follows a short, concrete instruction far better than a long one."""
 SMALL_MODEL_SENTENCES = 2
 """Sentences spoken per answer with the offline model: it ignores "be brief" and writes on."""
-
-
-class DialogueMode(StrEnum):
-    FULL_DUPLEX = "full_duplex"
-    """Listen while speaking; valid user speech interrupts the bot."""
-    TURN_BASED = "turn_based"
-    """Half duplex: capture is ignored while the bot holds the floor; nothing interrupts it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,32 +101,6 @@ class DialogueSettings:
             raise ConfigError("wake_name must not be blank", setting="wake_name")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineCapabilities:
-    """What the configured engine really does.
-
-    Attributes:
-        mode: the mode it runs in (turn based after an allowed fallback).
-        streaming_input: the STT produces hypotheses while the user talks.
-        partials: partial transcripts are published.
-        streaming_output: speech starts before the whole reply exists (sentence by sentence; the
-            TTS itself may also stream within a sentence: ``tts_streaming``).
-        tts_streaming: the TTS yields audio before a sentence is fully synthesized.
-        interruption: user speech can cut the bot off.
-        semantic_tools: the chat model can call tools.
-        full_duplex: listening and understanding while speaking, with barge-in.
-    """
-
-    mode: DialogueMode
-    streaming_input: bool
-    partials: bool
-    streaming_output: bool
-    tts_streaming: bool
-    interruption: bool
-    semantic_tools: bool
-    full_duplex: bool
-
-
 def negotiate(
     settings: DialogueSettings,
     *,
@@ -167,5 +134,6 @@ def negotiate(
         interruption=full_duplex,
         semantic_tools=chat.tools,
         full_duplex=full_duplex,
+        input_format=AudioFormat(rate=stt.sample_rate, channels=1),
     )
     return settings, caps

@@ -14,6 +14,8 @@ States are the spec's seven. The table (``busy`` is ``thinking | speaking | tool
     interrupted  --ResponseCancelled---> listening
     busy         --ResponseFailed------> recovering    DiscardResponse
     recovering   --Recovered-----------> listening
+    listening    --ProviderLost--------> recovering    (the engine's provider connection dropped)
+    busy         --ProviderLost--------> recovering    DiscardResponse
     not idle     --Stop----------------> idle          InterruptResponse(stopped) if a response runs
 
 Inputs from a response that is no longer current (a report the runner queued just before it
@@ -43,6 +45,7 @@ __all__ = [
     "Effect",
     "IllegalTransition",
     "InterruptResponse",
+    "ProviderLost",
     "Recovered",
     "ResponseCancelled",
     "ResponseFailed",
@@ -184,7 +187,17 @@ class ResponseCancelled:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recovered:
-    """Cleanup after a failure is done."""
+    """Cleanup after a failure is done (for an engine with a provider session: a fresh one is ready)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderLost:
+    """The engine lost its provider session (a websocket drop); it reconnects, then reports
+    :class:`Recovered`. Ignored where nothing listens (idle) or recovery already runs."""
+
+    code: str
+    message: str
+    retryable: bool = True
 
 
 DialogueInput = (
@@ -200,6 +213,7 @@ DialogueInput = (
     | ResponseFailed
     | ResponseCancelled
     | Recovered
+    | ProviderLost
 )
 
 # --- effects --------------------------------------------------------------------------------------
@@ -271,6 +285,8 @@ def transition(snap: Snapshot, event: DialogueInput) -> _Result:
         case Recovered():
             _require(snap, event, {DialogueState.RECOVERING})
             return Snapshot(state=DialogueState.LISTENING), ()
+        case ProviderLost():
+            return _lost(snap, event)
         case _:
             assert_never(event)
 
@@ -352,6 +368,22 @@ def _progress(
             assert_never(event)
 
 
+def _lost(snap: Snapshot, event: ProviderLost) -> _Result:
+    if snap.state in {DialogueState.IDLE, DialogueState.RECOVERING, DialogueState.INTERRUPTED}:
+        return snap, ()  # nothing listens, or recovery (or the cut's settling) already runs
+    effects: tuple[Effect, ...] = ()
+    if snap.state in BUSY and snap.response_id is not None:
+        effects = (
+            DiscardResponse(
+                response_id=snap.response_id,
+                code=event.code,
+                message=event.message,
+                retryable=event.retryable,
+            ),
+        )
+    return replace(snap, state=DialogueState.RECOVERING), effects
+
+
 def _cancelled(snap: Snapshot, event: ResponseCancelled) -> _Result:
     if event.response_id != snap.response_id:
         return snap, ()  # a superseded or stopped response finished unwinding: nothing to do
@@ -366,7 +398,7 @@ def cause_of(event: DialogueInput) -> str:
             return event.reason
         case ResumeRequested():
             return event.cause
-        case ResponseFailed():
+        case ResponseFailed() | ProviderLost():
             return event.code
         case _:
             name = type(event).__name__

@@ -54,6 +54,7 @@ class PreparedResponse:
         user: the new user turn (recorded in context when the response settles); None on a resume.
         replay: sentences to say again instead of generating (a resume).
         eou_at: end of the user's speech, for ``eou_to_first_audio_ms``.
+        audio_start: start of the user's speech (an engine fed the turn's audio takes it from here).
         speaker_id: who asked.
         cause: what must still hold for it to be said (an announcement's); None: always.
         labels: names a reply may wrongly start with (``"Alice:"``), stripped from what is spoken.
@@ -63,6 +64,7 @@ class PreparedResponse:
     user: UserUtterance | None
     replay: tuple[str, ...] = ()
     eou_at: float | None = None
+    audio_start: float | None = None
     speaker_id: str | None = None
     cause: SpeechCause | None = None
     labels: tuple[str, ...] = ()
