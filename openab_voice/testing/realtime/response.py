@@ -1,0 +1,539 @@
+"""One response of a loopback session, from ``response.created`` to ``response.done``.
+
+The event sequence is the GA API's: ``response.created``, (``rate_limits.updated``), then for speech
+``response.output_item.added`` / ``conversation.item.added`` / ``response.content_part.added``, the
+``response.output_audio_transcript.delta`` and ``response.output_audio.delta`` events, and the
+``*.done`` events closing each level; for a function call ``response.function_call_arguments.delta``
+and ``.done``. Audio goes out in ``chunk_ms`` pieces paced on the injected clock as the audio plays
+(``realtime_factor`` 1), the first no earlier than ``first_audio_latency_s`` after the
+``response.create`` arrived; each word's transcript delta goes out with the chunk its audio starts
+in. :meth:`ResponseRun.cancel` stops it between two events: the open item ends ``incomplete``, the
+response ``cancelled`` (``client_cancelled``), with the audio sent so far kept in the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypedDict, TypeVar
+
+from openai.types.realtime import (
+    ConversationItemAdded,
+    ConversationItemDone,
+    RateLimitsUpdatedEvent,
+    RealtimeConversationItemAssistantMessage,
+    RealtimeConversationItemFunctionCall,
+    RealtimeFunctionTool,
+    RealtimeResponse,
+    RealtimeResponseStatus,
+    RealtimeResponseUsage,
+    RealtimeSessionCreateRequest,
+    ResponseAudioDeltaEvent,
+    ResponseAudioDoneEvent,
+    ResponseAudioTranscriptDeltaEvent,
+    ResponseAudioTranscriptDoneEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseDoneEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+)
+from openai.types.realtime.conversation_item import ConversationItem
+from openai.types.realtime.rate_limits_updated_event import RateLimit
+from openai.types.realtime.realtime_audio_formats import AudioPCM
+from openai.types.realtime.realtime_conversation_item_assistant_message import Content as AssistantContent
+from openai.types.realtime.realtime_response import Audio, AudioOutput
+from openai.types.realtime.realtime_response_status import Error as StatusError
+from openai.types.realtime.response_content_part_added_event import Part as AddedPart
+from openai.types.realtime.response_content_part_done_event import Part as DonePart
+
+from openab_voice.clock import Clock
+from openab_voice.testing.realtime.conversation import Conversation, HeldItem, TimedWord, audio_ms
+from openab_voice.testing.realtime.faults import ResponseFailure
+from openab_voice.testing.realtime.responder import CallFunction, Reply, Responder, Speak, Turn
+from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
+from openab_voice.testing.realtime.speech import Listener, Voice
+from openab_voice.testing.realtime.turns import build_turn
+from openab_voice.testing.realtime.wire import ServerEvent, new_id
+
+__all__ = ["Pacing", "ResponseRecord", "ResponseRun", "SendEvent", "split_sentences"]
+
+T = TypeVar("T")
+Status = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
+
+
+class SendEvent(Protocol):
+    """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent."""
+
+    async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pacing:
+    """How audio leaves the server.
+
+    Attributes:
+        first_audio_latency_s: earliest first audio delta after the ``response.create`` arrived.
+        chunk_ms: audio per ``response.output_audio.delta``.
+        realtime_factor: 1 sends audio as fast as it plays, 2 twice as fast, 0 as fast as possible.
+    """
+
+    first_audio_latency_s: float = 0.0
+    chunk_ms: int = 100
+    realtime_factor: float = 1.0
+
+
+@dataclass(slots=True, kw_only=True)
+class ResponseRecord:
+    """What one response did, for tests (``first_audio_at`` on the server's clock)."""
+
+    id: str
+    status: Status = "in_progress"
+    turn: Turn | None = None
+    reply: Reply | None = None
+    item_id: str | None = None
+    audio_ms_sent: float = 0.0
+    transcript_sent: str = ""
+    first_audio_at: float | None = None
+    failure: ResponseFailure | None = None
+    sentences: list[str] = field(default_factory=list)
+
+
+class _Ids(TypedDict):
+    item_id: str
+    content_index: int
+    output_index: int
+    response_id: str
+
+
+class _CallIds(TypedDict):
+    item_id: str
+    call_id: str
+    output_index: int
+    response_id: str
+
+
+class _Cancelled(Exception):
+    """Raised inside the run when a cancel won the race against what it was waiting for."""
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences, each synthesized on its own (so the first audio does not wait for the whole text)."""
+    return [part.strip() for part in re.split(r"(?<=[.!?])\s+", text.strip()) if part.strip()]
+
+
+class ResponseRun:
+    """Produces one response; run :meth:`run` in its own task, call :meth:`cancel` from anywhere."""
+
+    def __init__(
+        self,
+        *,
+        send: SendEvent,
+        conversation: Conversation,
+        config: RealtimeSessionCreateRequest,
+        instructions: str,
+        tools: tuple[RealtimeFunctionTool, ...],
+        out_of_band: bool,
+        responder: Responder,
+        listener: Listener,
+        voice: Voice,
+        clock: Clock,
+        pacing: Pacing,
+        started_at: float,
+        failure: ResponseFailure | None = None,
+        rate_limits: list[RateLimit] | None = None,
+    ) -> None:
+        self.record = ResponseRecord(id=new_id("resp"))
+        self._send = send
+        self._conversation = conversation
+        self._config = config
+        self._instructions = instructions
+        self._tools = tools
+        self._out_of_band = out_of_band
+        self._responder = responder
+        self._listener = listener
+        self._voice = voice
+        self._clock = clock
+        self._pacing = pacing
+        self._started_at = started_at
+        self._failure = failure
+        self._rate_limits = rate_limits
+        self._cancel = asyncio.Event()
+        self._audio_origin: float | None = None
+        self._held: HeldItem | None = None
+        self._pending: list[asyncio.Task[bytes]] = []
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    def cancel(self) -> None:
+        """Stop at the next event boundary and end the response ``cancelled``."""
+        self._cancel.set()
+
+    async def run(self) -> ResponseRecord:
+        """Send the whole response. Connection failures propagate from the sender."""
+        await self._send(
+            ResponseCreatedEvent(
+                type="response.created", event_id=new_id("event"), response=self._response("in_progress", [])
+            )
+        )
+        if self._rate_limits is not None:
+            await self._send(
+                RateLimitsUpdatedEvent(
+                    type="rate_limits.updated", event_id=new_id("event"), rate_limits=self._rate_limits
+                )
+            )
+        try:
+            turn = await self._race(
+                build_turn(
+                    self._conversation, self._listener, instructions=self._instructions, tools=self._tools
+                )
+            )
+            self.record.turn = turn
+            if self._failure is not None:
+                await self._fail(self._failure)
+                return self.record
+            reply = await self._race(self._responder.respond(turn))
+            self.record.reply = reply
+            if isinstance(reply, CallFunction):
+                await self._function_call(reply)
+            else:
+                await self._speak(reply)
+        except _Cancelled:
+            await self._close_cancelled()
+        finally:
+            for task in self._pending:
+                task.cancel()
+        return self.record
+
+    # --- the two kinds of output ---------------------------------------------------------------
+
+    async def _speak(self, reply: Speak) -> None:
+        audio = output_is_audio(self._config)
+        held = await self._open_item(audio)
+        kind: Literal["audio", "text"] = "audio" if audio else "text"
+        await self._send(
+            self._part_added(
+                held, AddedPart(type=kind, transcript="") if audio else AddedPart(type=kind, text="")
+            )
+        )
+        sentences = split_sentences(reply.text)
+        self.record.sentences = sentences
+        if audio:
+            await self._stream_audio(held, sentences)
+        else:
+            await self._stream_text(held, sentences)
+        await self._close_item(held, "completed")
+        await self._done("completed", [held.item])
+
+    async def _function_call(self, call: CallFunction) -> None:
+        item = RealtimeConversationItemFunctionCall(
+            id=new_id("item"),
+            object="realtime.item",
+            type="function_call",
+            status="in_progress",
+            name=call.name,
+            call_id=call.call_id,
+            arguments="",
+        )
+        held = HeldItem(item=item)
+        await self._add_item(held)
+        ids: _CallIds = {
+            "item_id": held.id,
+            "call_id": call.call_id,
+            "output_index": 0,
+            "response_id": self.id,
+        }
+        await self._send(
+            ResponseFunctionCallArgumentsDeltaEvent(
+                type="response.function_call_arguments.delta",
+                event_id=new_id("event"),
+                delta=call.arguments,
+                **ids,
+            )
+        )
+        await self._send(
+            ResponseFunctionCallArgumentsDoneEvent(
+                type="response.function_call_arguments.done",
+                event_id=new_id("event"),
+                arguments=call.arguments,
+                name=call.name,
+                **ids,
+            )
+        )
+        held.item = item.model_copy(update={"status": "completed", "arguments": call.arguments})
+        await self._finish_item(held)
+        await self._done("completed", [held.item])
+
+    # --- audio and text streaming --------------------------------------------------------------
+
+    async def _stream_audio(self, held: HeldItem, sentences: list[str]) -> None:
+        chunk_bytes = self._pacing.chunk_ms * PCM_RATE // 1000 * 2
+        self._pending = [asyncio.ensure_future(self._voice.synthesize(s)) for s in sentences[:1]]
+        for index, sentence in enumerate(sentences):
+            if index + 1 < len(sentences):  # synthesize the next sentence while this one streams
+                self._pending.append(asyncio.ensure_future(self._voice.synthesize(sentences[index + 1])))
+            pcm = await self._race(self._pending[index])
+            offset = audio_ms(held.audio)
+            words = _timed_words(sentence, offset, audio_ms(pcm))
+            if not pcm:
+                await self._transcript(held, words)
+                continue
+            for start in range(0, len(pcm), chunk_bytes):
+                chunk = pcm[start : start + chunk_bytes]
+                chunk_start = offset + audio_ms(pcm[:start])
+                chunk_end = chunk_start + audio_ms(chunk)
+                await self._pace(chunk_start)
+                due, words = [w for w in words if w[0] < chunk_end], [w for w in words if w[0] >= chunk_end]
+                await self._transcript(held, due)
+                if self.record.first_audio_at is None:
+                    self.record.first_audio_at = self._clock.monotonic()
+                await self._send(
+                    ResponseAudioDeltaEvent(
+                        type="response.output_audio.delta",
+                        event_id=new_id("event"),
+                        delta=base64.b64encode(chunk).decode("ascii"),
+                        **self._ids(held),
+                    ),
+                    audio_ms_after=chunk_end,
+                )
+                held.audio += chunk
+                self.record.audio_ms_sent = audio_ms(held.audio)
+            await self._transcript(held, words)
+
+    async def _transcript(self, held: HeldItem, words: list[tuple[float, TimedWord]]) -> None:
+        for _, word in words:
+            delta = word.text if not held.words else " " + word.text
+            await self._send(
+                ResponseAudioTranscriptDeltaEvent(
+                    type="response.output_audio_transcript.delta",
+                    event_id=new_id("event"),
+                    delta=delta,
+                    **self._ids(held),
+                )
+            )
+            held.words.append(word)
+            self.record.transcript_sent += delta
+
+    async def _stream_text(self, held: HeldItem, sentences: list[str]) -> None:
+        for word in " ".join(sentences).split():
+            if self._cancel.is_set():
+                raise _Cancelled
+            delta = word if not held.words else " " + word
+            await self._send(
+                ResponseTextDeltaEvent(
+                    type="response.output_text.delta",
+                    event_id=new_id("event"),
+                    delta=delta,
+                    **self._ids(held),
+                )
+            )
+            held.words.append(TimedWord(text=word, end_ms=0.0))
+            self.record.transcript_sent += delta
+
+    async def _pace(self, position_ms: float) -> None:
+        """Wait until the audio at ``position_ms`` is due (late synthesis moves the schedule back)."""
+        now = self._clock.monotonic()
+        factor = self._pacing.realtime_factor
+        if self._audio_origin is None:
+            self._audio_origin = max(now, self._started_at + self._pacing.first_audio_latency_s)
+        due = self._audio_origin + (position_ms / 1000.0 / factor if factor > 0 else 0.0)
+        if due < now:  # an underrun: the listener has heard everything sent, so the schedule restarts
+            self._audio_origin += now - due
+            due = now
+        await self._race(self._clock.sleep(due - now))
+
+    # --- items, parts and the response object --------------------------------------------------
+
+    async def _open_item(self, audio: bool) -> HeldItem:
+        item = RealtimeConversationItemAssistantMessage(
+            id=new_id("item"),
+            object="realtime.item",
+            type="message",
+            role="assistant",
+            status="in_progress",
+            content=[],
+        )
+        held = HeldItem(item=item)
+        await self._add_item(held)
+        self._held = held
+        return held
+
+    async def _add_item(self, held: HeldItem) -> None:
+        self.record.item_id = held.id
+        previous = None if self._out_of_band else self._conversation.last_id()
+        await self._send(
+            ResponseOutputItemAddedEvent(
+                type="response.output_item.added",
+                event_id=new_id("event"),
+                item=held.item,
+                output_index=0,
+                response_id=self.id,
+            )
+        )
+        if not self._out_of_band:
+            self._conversation.insert(held)
+            await self._send(
+                ConversationItemAdded(
+                    type="conversation.item.added",
+                    event_id=new_id("event"),
+                    item=held.item,
+                    previous_item_id=previous,
+                )
+            )
+
+    async def _close_item(self, held: HeldItem, status: Literal["completed", "incomplete"]) -> None:
+        """Close the open message: its part, its audio, its item (with the transcript actually sent)."""
+        assert isinstance(held.item, RealtimeConversationItemAssistantMessage)
+        text = " ".join(word.text for word in held.words)
+        audio = output_is_audio(self._config)
+        if audio:
+            await self._send(
+                ResponseAudioDoneEvent(
+                    type="response.output_audio.done", event_id=new_id("event"), **self._ids(held)
+                )
+            )
+            await self._send(
+                ResponseAudioTranscriptDoneEvent(
+                    type="response.output_audio_transcript.done",
+                    event_id=new_id("event"),
+                    transcript=text,
+                    **self._ids(held),
+                )
+            )
+        else:
+            await self._send(
+                ResponseTextDoneEvent(
+                    type="response.output_text.done", event_id=new_id("event"), text=text, **self._ids(held)
+                )
+            )
+        part = DonePart(type="audio", transcript=text) if audio else DonePart(type="text", text=text)
+        await self._send(
+            ResponseContentPartDoneEvent(
+                type="response.content_part.done", event_id=new_id("event"), part=part, **self._ids(held)
+            )
+        )
+        content = (
+            AssistantContent(type="output_audio", transcript=text)
+            if audio
+            else AssistantContent(type="output_text", text=text)
+        )
+        held.item = held.item.model_copy(update={"status": status, "content": [content]})
+        await self._finish_item(held)
+
+    async def _finish_item(self, held: HeldItem) -> None:
+        await self._send(
+            ResponseOutputItemDoneEvent(
+                type="response.output_item.done",
+                event_id=new_id("event"),
+                item=held.item,
+                output_index=0,
+                response_id=self.id,
+            )
+        )
+        if not self._out_of_band:
+            await self._send(
+                ConversationItemDone(type="conversation.item.done", event_id=new_id("event"), item=held.item)
+            )
+
+    async def _close_cancelled(self) -> None:
+        output: list[ConversationItem] = []
+        if self._held is not None:
+            await self._close_item(self._held, "incomplete")
+            output.append(self._held.item)
+        await self._done(
+            "cancelled", output, RealtimeResponseStatus(type="cancelled", reason="client_cancelled")
+        )
+
+    async def _fail(self, failure: ResponseFailure) -> None:
+        self.record.failure = failure
+        error = StatusError(type=failure.type, code=failure.code, message=failure.message)
+        await self._done("failed", [], RealtimeResponseStatus(type="failed", error=error))
+
+    async def _done(
+        self, status: Status, output: list[ConversationItem], details: RealtimeResponseStatus | None = None
+    ) -> None:
+        self.record.status = status
+        await self._send(
+            ResponseDoneEvent(
+                type="response.done",
+                event_id=new_id("event"),
+                response=self._response(status, output, details),
+            )
+        )
+
+    def _part_added(self, held: HeldItem, part: AddedPart) -> ResponseContentPartAddedEvent:
+        return ResponseContentPartAddedEvent(
+            type="response.content_part.added", event_id=new_id("event"), part=part, **self._ids(held)
+        )
+
+    def _ids(self, held: HeldItem) -> _Ids:
+        return {"item_id": held.id, "content_index": 0, "output_index": 0, "response_id": self.id}
+
+    def _response(
+        self, status: Status, output: list[ConversationItem], details: RealtimeResponseStatus | None = None
+    ) -> RealtimeResponse:
+        voice = self._config.audio.output.voice if self._config.audio and self._config.audio.output else None
+        words = len(self.record.transcript_sent.split())
+        usage = (
+            RealtimeResponseUsage(input_tokens=0, output_tokens=words, total_tokens=words)
+            if status != "in_progress"
+            else None
+        )
+        response = RealtimeResponse(
+            id=self.id,
+            object="realtime.response",
+            status=status,
+            output=output,
+            conversation_id=None if self._out_of_band else "conv_loopback",
+            output_modalities=["audio"] if output_is_audio(self._config) else ["text"],
+            max_output_tokens="inf",
+            audio=Audio(
+                output=AudioOutput(
+                    format=AudioPCM(type="audio/pcm", rate=PCM_RATE),
+                    voice=voice if isinstance(voice, str) or voice is None else voice.id,
+                )
+            ),
+        )
+        if details is not None:
+            response.status_details = details
+        if usage is not None:
+            response.usage = usage
+        return response
+
+    async def _race(self, awaitable: Awaitable[T]) -> T:
+        """``await awaitable``, unless :meth:`cancel` comes first (then raise :class:`_Cancelled`)."""
+        if self._cancel.is_set():
+            raise _Cancelled
+        task = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._cancel.wait())
+        try:
+            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        raise _Cancelled
+
+
+def _timed_words(sentence: str, offset_ms: float, duration_ms: float) -> list[tuple[float, TimedWord]]:
+    """(start, word with its end) for each word, spread over the sentence's audio by length."""
+    words = sentence.split()
+    total = sum(len(w) + 1 for w in words) or 1
+    out: list[tuple[float, TimedWord]] = []
+    done = 0
+    for word in words:
+        start = offset_ms + duration_ms * done / total
+        done += len(word) + 1
+        out.append((start, TimedWord(text=word, end_ms=offset_ms + duration_ms * done / total)))
+    return out

@@ -1,0 +1,459 @@
+"""One websocket connection to the loopback realtime server: a Realtime session.
+
+It answers each client event as the GA API does (``session.updated``, ``input_audio_buffer.committed``
+/ ``cleared``, ``conversation.item.added`` + ``.done``, ``conversation.item.truncated`` /
+``deleted`` / ``retrieved``, responses through :class:`~.response.ResponseRun`) and refuses what the
+API refuses with an ``error`` event. It never answers by itself: server turn detection is not
+emulated, so a client that leaves it on gets no automatic responses either (read
+:attr:`LoopbackSession.config` to check what it asked for).
+
+Everything is kept for tests: the parsed client events (SDK models), the refused messages, the
+server events sent, the conversation (truncation applied), each response's record. Waiting is by
+:meth:`LoopbackSession.wait_for` on a condition, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from openai.types.realtime import (
+    ConversationItemAdded,
+    ConversationItemCreateEvent,
+    ConversationItemDeletedEvent,
+    ConversationItemDeleteEvent,
+    ConversationItemDone,
+    ConversationItemRetrieveEvent,
+    ConversationItemTruncatedEvent,
+    ConversationItemTruncateEvent,
+    InputAudioBufferAppendEvent,
+    InputAudioBufferClearedEvent,
+    InputAudioBufferClearEvent,
+    InputAudioBufferCommitEvent,
+    InputAudioBufferCommittedEvent,
+    OutputAudioBufferClearEvent,
+    RateLimitsUpdatedEvent,
+    RealtimeConversationItemFunctionCall,
+    RealtimeConversationItemFunctionCallOutput,
+    RealtimeConversationItemUserMessage,
+    RealtimeErrorEvent,
+    RealtimeFunctionTool,
+    RealtimeSessionCreateRequest,
+    ResponseCancelEvent,
+    ResponseCreateEvent,
+    SessionCreatedEvent,
+    SessionUpdatedEvent,
+    SessionUpdateEvent,
+)
+from openai.types.realtime.rate_limits_updated_event import RateLimit
+from openai.types.realtime.realtime_conversation_item_user_message import Content as UserContent
+from openai.types.realtime.realtime_server_event import ConversationItemRetrieved
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from openab_voice.clock import Clock
+from openab_voice.testing.realtime.conversation import Conversation, HeldItem, ItemRefusal, audio_ms
+from openab_voice.testing.realtime.faults import Faults
+from openab_voice.testing.realtime.responder import Responder
+from openab_voice.testing.realtime.response import Pacing, ResponseRecord, ResponseRun
+from openab_voice.testing.realtime.session_config import (
+    ConfigRefusal,
+    apply_update,
+    default_session,
+    function_tools,
+)
+from openab_voice.testing.realtime.speech import Listener, Voice
+from openab_voice.testing.realtime.wire import (
+    ClientEvent,
+    ParseFailure,
+    ServerEvent,
+    dump_server_event,
+    error_event,
+    new_id,
+    parse_client_event,
+)
+
+__all__ = ["DEFAULT_RATE_LIMITS", "ConnectionDropped", "LoopbackSession", "SessionServices"]
+
+MIN_COMMIT_MS = 100.0
+"""The real API refuses to commit less than 100 ms of audio."""
+
+DEFAULT_RATE_LIMITS = (
+    RateLimit(name="requests", limit=5000, remaining=4999, reset_seconds=0.012),
+    RateLimit(name="tokens", limit=40000, remaining=39000, reset_seconds=1.5),
+)
+
+
+class ConnectionDropped(Exception):
+    """The connection was dropped (by a fault or :meth:`LoopbackSession.drop`); nothing more is sent."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionServices:
+    """What every session of a server shares."""
+
+    responder: Responder
+    listener: Listener
+    voice: Voice
+    clock: Clock
+    pacing: Pacing
+    faults: Faults
+    rate_limits: tuple[RateLimit, ...] | None = DEFAULT_RATE_LIMITS
+
+
+class LoopbackSession:
+    """A connected client's session. Created by the server; read by tests."""
+
+    def __init__(self, connection: ServerConnection, *, model: str, services: SessionServices) -> None:
+        self.id = new_id("sess")
+        self.model = model
+        self.config: RealtimeSessionCreateRequest = default_session(model)
+        self.conversation = Conversation()
+        self.client_events: list[ClientEvent] = []
+        self.rejected: list[ParseFailure] = []
+        self.sent: list[ServerEvent] = []
+        self.responses: list[ResponseRecord] = []
+        self.input_audio = bytearray()
+        self._ws = connection
+        self._services = services
+        self._active: ResponseRun | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._send_lock = asyncio.Lock()
+        self._changed = asyncio.Condition()
+        self._dropped = False
+        self._has_spoken = False
+        self.closed = asyncio.Event()
+
+    # --- introspection -------------------------------------------------------------------------
+
+    @property
+    def errors_sent(self) -> list[RealtimeErrorEvent]:
+        """Every ``error`` event this session sent."""
+        return [event for event in self.sent if isinstance(event, RealtimeErrorEvent)]
+
+    @property
+    def active_response(self) -> ResponseRun | None:
+        return self._active
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds (checked after every event in or out, and on close)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: predicate() or self.closed.is_set())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- faults that happen now ----------------------------------------------------------------
+
+    async def drop(self) -> None:
+        """Close the TCP connection without a close frame (the client sees 1006, as on a network failure)."""
+        self._dropped = True
+        self._ws.transport.abort()
+        await self._notify()
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Close the websocket cleanly with ``code``."""
+        await self._ws.close(code, reason)
+
+    async def send_error(
+        self,
+        *,
+        type: str = "server_error",
+        code: str | None = None,
+        message: str = "The server had an error.",
+    ) -> None:
+        """Send an ``error`` event now (e.g. ``type="server_error"``, or ``code="rate_limit_exceeded"``)."""
+        await self.send(error_event(type=type, code=code, message=message))
+
+    async def send_rate_limits(self, rate_limits: list[RateLimit] | None = None) -> None:
+        """Send ``rate_limits.updated`` now (the server's defaults when None)."""
+        limits = list(rate_limits or DEFAULT_RATE_LIMITS)
+        await self.send(
+            RateLimitsUpdatedEvent(type="rate_limits.updated", event_id=new_id("event"), rate_limits=limits)
+        )
+
+    # --- the connection ------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run the session until the client goes or the connection drops."""
+        try:
+            await self.send(
+                SessionCreatedEvent(type="session.created", event_id=new_id("event"), session=self.config)
+            )
+            async for message in self._ws:
+                await self._receive(message)
+        except (ConnectionClosed, ConnectionDropped):
+            pass
+        finally:
+            if self._active is not None:
+                self._active.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self.closed.set()
+            await self._notify()
+
+    async def send(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None:
+        """Send one server event (after the planned latency, unless a planned drop replaces it).
+
+        Raises:
+            ConnectionDropped: the connection is gone (dropped now or before).
+            websockets.exceptions.ConnectionClosed: the client closed it.
+        """
+        faults = self._services.faults
+        if faults.event_latency_s > 0:
+            await self._services.clock.sleep(faults.event_latency_s)
+        async with self._send_lock:
+            if self._dropped:
+                raise ConnectionDropped(event.type)
+            if faults.should_drop(event.type, audio_ms_after=audio_ms_after):
+                await self.drop()
+                raise ConnectionDropped(event.type)
+            await self._ws.send(dump_server_event(event))
+            self.sent.append(event)
+        await self._notify()
+
+    async def _receive(self, message: str | bytes) -> None:
+        parsed = parse_client_event(message)
+        if isinstance(parsed, ParseFailure):
+            self.rejected.append(parsed)
+            await self._refuse(parsed.code, parsed.message, parsed.param, parsed.event_id)
+            return
+        self.client_events.append(parsed)
+        await self._notify()
+        await self._dispatch(parsed)
+
+    async def _refuse(self, code: str, message: str, param: str | None, event_id: str | None) -> None:
+        await self.send(error_event(code=code, message=message, param=param, client_event_id=event_id))
+
+    async def _dispatch(self, event: ClientEvent) -> None:
+        match event:
+            case SessionUpdateEvent():
+                await self._session_update(event.session, event.event_id)
+            case InputAudioBufferAppendEvent():
+                await self._append(event.audio, event.event_id)
+            case InputAudioBufferCommitEvent():
+                await self._commit(event.event_id)
+            case InputAudioBufferClearEvent():
+                self.input_audio.clear()
+                await self.send(
+                    InputAudioBufferClearedEvent(type="input_audio_buffer.cleared", event_id=new_id("event"))
+                )
+            case OutputAudioBufferClearEvent():
+                await self._refuse(
+                    "invalid_value",
+                    "output_audio_buffer.clear is only supported for WebRTC.",
+                    "type",
+                    event.event_id,
+                )
+            case ConversationItemCreateEvent():
+                await self._item_create(event)
+            case ConversationItemDeleteEvent():
+                refusal = self.conversation.delete(event.item_id)
+                if refusal is not None:
+                    return await self._refuse_item(refusal, event.event_id)
+                await self.send(
+                    ConversationItemDeletedEvent(
+                        type="conversation.item.deleted", event_id=new_id("event"), item_id=event.item_id
+                    )
+                )
+            case ConversationItemRetrieveEvent():
+                held = self.conversation.get(event.item_id)
+                if held is None:
+                    return await self._refuse(
+                        "item_not_found",
+                        f"Item with id '{event.item_id}' not found.",
+                        "item_id",
+                        event.event_id,
+                    )
+                await self.send(
+                    ConversationItemRetrieved(
+                        type="conversation.item.retrieved", event_id=new_id("event"), item=held.item
+                    )
+                )
+            case ConversationItemTruncateEvent():
+                result = self.conversation.truncate(event.item_id, event.content_index, event.audio_end_ms)
+                if isinstance(result, ItemRefusal):
+                    return await self._refuse_item(result, event.event_id)
+                await self.send(
+                    ConversationItemTruncatedEvent(
+                        type="conversation.item.truncated",
+                        event_id=new_id("event"),
+                        item_id=event.item_id,
+                        content_index=event.content_index,
+                        audio_end_ms=event.audio_end_ms,
+                    )
+                )
+            case ResponseCreateEvent():
+                await self._response_create(event)
+            case ResponseCancelEvent():
+                active = self._active
+                if active is None or (event.response_id is not None and event.response_id != active.id):
+                    return await self._refuse(
+                        "response_cancel_not_active",
+                        "Cancellation failed: no active response found.",
+                        None,
+                        event.event_id,
+                    )
+                active.cancel()
+
+    async def _refuse_item(self, refusal: ItemRefusal, event_id: str | None) -> None:
+        await self._refuse(refusal.code, refusal.message, refusal.param, event_id)
+
+    async def _session_update(self, update: object, event_id: str | None) -> None:
+        result = apply_update(self.config, update, has_spoken=self._has_spoken)
+        if isinstance(result, ConfigRefusal):
+            return await self._refuse(result.code, result.message, result.param, event_id)
+        self.config = result
+        await self.send(
+            SessionUpdatedEvent(type="session.updated", event_id=new_id("event"), session=self.config)
+        )
+
+    async def _append(self, audio: str, event_id: str | None) -> None:
+        try:
+            self.input_audio += base64.b64decode(audio, validate=True)
+        except binascii.Error:
+            await self._refuse("invalid_value", "Invalid 'audio': not valid base64.", "audio", event_id)
+
+    async def _commit(self, event_id: str | None) -> None:
+        buffered = audio_ms(bytes(self.input_audio))
+        if buffered < MIN_COMMIT_MS:
+            message = (
+                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
+                f"but buffer only has {buffered:.2f}ms of audio."
+            )
+            return await self._refuse("input_audio_buffer_commit_empty", message, None, event_id)
+        item = RealtimeConversationItemUserMessage(
+            id=new_id("item"),
+            object="realtime.item",
+            type="message",
+            role="user",
+            status="completed",
+            content=[UserContent(type="input_audio", transcript=None)],
+        )
+        previous = self.conversation.last_id()
+        held = HeldItem(item=item, audio=bytes(self.input_audio))
+        self.input_audio.clear()
+        self.conversation.insert(held)
+        await self.send(
+            InputAudioBufferCommittedEvent(
+                type="input_audio_buffer.committed",
+                event_id=new_id("event"),
+                item_id=held.id,
+                previous_item_id=previous,
+            )
+        )
+        await self._announce(held, previous)
+
+    async def _item_create(self, event: ConversationItemCreateEvent) -> None:
+        item = event.item
+        if isinstance(item, RealtimeConversationItemFunctionCallOutput) and not any(
+            isinstance(other, RealtimeConversationItemFunctionCall) and other.call_id == item.call_id
+            for other in self.conversation.items
+        ):
+            return await self._refuse(
+                "invalid_value",
+                f"No tool call found for function call output with call_id {item.call_id}.",
+                "item.call_id",
+                event.event_id,
+            )
+        audio = b""
+        if isinstance(item, RealtimeConversationItemUserMessage):
+            audio = b"".join(base64.b64decode(part.audio) for part in item.content if part.audio)
+        stored = item.model_copy(
+            update={"id": item.id or new_id("item"), "object": "realtime.item", "status": "completed"}
+        )
+        held = HeldItem(item=stored, audio=audio)
+        previous = self.conversation.insert(held, previous_item_id=event.previous_item_id)
+        if isinstance(previous, ItemRefusal):
+            return await self._refuse_item(previous, event.event_id)
+        await self._announce(held, previous)
+
+    async def _announce(self, held: HeldItem, previous: str | None) -> None:
+        await self.send(
+            ConversationItemAdded(
+                type="conversation.item.added",
+                event_id=new_id("event"),
+                item=held.item,
+                previous_item_id=previous,
+            )
+        )
+        await self.send(
+            ConversationItemDone(
+                type="conversation.item.done",
+                event_id=new_id("event"),
+                item=held.item,
+                previous_item_id=previous,
+            )
+        )
+
+    # --- responses -----------------------------------------------------------------------------
+
+    async def _response_create(self, event: ResponseCreateEvent) -> None:
+        if self._active is not None:
+            message = (
+                f"Conversation already has an active response in progress: {self._active.id}. "
+                "Wait until the response is finished before creating a new one."
+            )
+            return await self._refuse(
+                "conversation_already_has_active_response", message, None, event.event_id
+            )
+        services = self._services
+        params = event.response
+        config = self.config
+        if params is not None and params.output_modalities is not None:
+            config = config.model_copy(update={"output_modalities": params.output_modalities})
+        tools = function_tools(self.config)
+        if params is not None and params.tools is not None:
+            tools = tuple(tool for tool in params.tools if isinstance(tool, RealtimeFunctionTool))
+        run = ResponseRun(
+            send=self.send,
+            conversation=self.conversation,
+            config=config,
+            instructions=(
+                params.instructions
+                if params and params.instructions is not None
+                else self.config.instructions
+            )
+            or "",
+            tools=tools,
+            out_of_band=params is not None and params.conversation == "none",
+            responder=services.responder,
+            listener=services.listener,
+            voice=services.voice,
+            clock=services.clock,
+            pacing=services.pacing,
+            started_at=services.clock.monotonic(),
+            failure=services.faults.take_failure(),
+            rate_limits=list(services.rate_limits) if services.rate_limits is not None else None,
+        )
+        self._active = run
+        self.responses.append(run.record)
+        task = asyncio.create_task(self._run(run), name=f"realtime-{run.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, run: ResponseRun) -> None:
+        try:
+            record = await run.run()
+        except (ConnectionClosed, ConnectionDropped):
+            return
+        finally:
+            if self._active is run:
+                self._active = None
+        if record.audio_ms_sent > 0:
+            self._has_spoken = True
+        await self._notify()
+        faults = self._services.faults
+        done = sum(1 for r in self.responses if r.status != "in_progress")
+        if faults.close_after_responses is not None and done >= faults.close_after_responses:
+            with contextlib.suppress(ConnectionClosed):
+                if faults.close_code is None:
+                    await self.drop()
+                else:
+                    await self.close(faults.close_code, "closed after planned responses")
