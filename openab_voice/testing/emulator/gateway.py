@@ -121,6 +121,7 @@ class GatewayHub:
         self._on_voice_state = on_voice_state
         self._sessions: set[GatewaySession] = set()
         self._intents_by_session_id: dict[str, int] = {}
+        self.resumes = 0
 
     @property
     def connected(self) -> bool:
@@ -144,6 +145,16 @@ class GatewayHub:
             if author_id != self._state.ids.bot_user_id and not session.intents & INTENT_MESSAGE_CONTENT:
                 data = {**message, "content": "", "embeds": [], "attachments": [], "components": []}
             session.send(OP_DISPATCH, data, event=event)
+
+    def request_reconnect(self) -> int:
+        """Send op 7 (RECONNECT) to every identified session, as Discord does before a gateway
+        restart: the client closes, opens a new socket and RESUMEs. Returns how many were asked."""
+        asked = 0
+        for session in list(self._sessions):
+            if session.identified:
+                session.send(OP_RECONNECT, None)
+                asked += 1
+        return asked
 
     async def aclose(self) -> None:
         """Close every session (1001 going away)."""
@@ -256,6 +267,7 @@ class GatewayHub:
         session.session_id = data["session_id"]
         session.intents = intents
         session.seq = data["seq"] or 0
+        self.resumes += 1
         session.send(OP_DISPATCH, {"_trace": ["emulator"]}, event="RESUMED")
         return True
 

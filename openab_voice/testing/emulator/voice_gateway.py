@@ -120,6 +120,7 @@ class VoiceGateway:
         self._expected: VoiceCredentials | None = None
         self._connections: set[VoiceConnection] = set()
         self._forced: dict[web.WebSocketResponse, int] = {}
+        self._transports: dict[web.WebSocketResponse, asyncio.Transport] = {}
         self.active: VoiceConnection | None = None
         self.closes: list[tuple[int, bool]] = []
         self.resumes = 0
@@ -180,6 +181,20 @@ class VoiceGateway:
         await ws.close(code=code, message=(reason or f"emulator close {code}").encode())
         return conn
 
+    def drop(self) -> VoiceConnection:
+        """Cut the bot's voice websocket's TCP connection without a close frame (a network drop:
+        the client sees 1006); the session stays resumable.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when no websocket serves the bot.
+        """
+        conn = self.active
+        transport = None if conn is None or conn.ws is None else self._transports.get(conn.ws)
+        if conn is None or transport is None or conn.ws is None or conn.ws.closed:
+            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
+        transport.abort()
+        return conn
+
     async def aclose(self) -> None:
         for conn in list(self._connections):
             conn.closed.set()
@@ -200,6 +215,8 @@ class VoiceGateway:
         """aiohttp handler for the voice websocket."""
         ws = web.WebSocketResponse(max_msg_size=0)
         await ws.prepare(request)
+        if isinstance(request.transport, asyncio.Transport):
+            self._transports[ws] = request.transport
         sock = _Socket(ws, VoiceConnection(ws))
         await sock.conn.send_json(OP_HELLO, {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}, numbered=False)
         close: tuple[int, str] | None = None
@@ -221,6 +238,7 @@ class VoiceGateway:
 
     async def _socket_ended(self, sock: _Socket, close: tuple[int, str] | None) -> None:
         ws, conn = sock.ws, sock.conn
+        self._transports.pop(ws, None)
         forced = self._forced.pop(ws, None)
         if close is not None and not ws.closed:
             await ws.close(code=close[0], message=close[1].encode())

@@ -10,6 +10,7 @@ from typing import Any, assert_never
 
 from openab_voice.clock import Clock
 from openab_voice.errors import EmulatorError
+from openab_voice.testing.emulator.gateway import GatewayHub
 from openab_voice.testing.emulator.voice_connection import OP_MLS_ANNOUNCE_COMMIT, VoiceSessionInfo
 from openab_voice.testing.emulator.voice_events import VoiceEvent
 from openab_voice.testing.emulator.voice_gateway import VoiceGateway
@@ -22,6 +23,7 @@ class VoiceLifeApi:
     """Mixed into ``DiscordEmulator``, which provides the parts below."""
 
     _voice: VoiceGateway
+    _hub: GatewayHub
     _room: VoiceRoom
     _udp: VoiceUdpServer
     _clock: Clock
@@ -42,6 +44,23 @@ class VoiceLifeApi:
         if not 4000 <= code <= 4999:
             raise EmulatorError(f"not a Discord close code: {code}", code="EMULATOR_BAD_INVOCATION")
         await self._voice.force_close(code, reason)
+
+    def drop_voice_socket(self) -> None:
+        """Cut the bot's voice websocket without a close frame, as a network failure does (the
+        client reads 1006). The session stays resumable, like after 4015.
+
+        Raises:
+            EmulatorError: ``EMULATOR_NOT_CONNECTED`` without an open voice websocket.
+        """
+        self._require_running()
+        self._voice.drop()
+
+    def gateway_reconnect(self) -> int:
+        """Ask the bot's main gateway session to reconnect (op 7), as Discord does before a gateway
+        restart; the client RESUMEs (op 6) on a new socket. Returns the sessions asked;
+        ``voice_stats()['gateway_resumes']`` counts the RESUMEs accepted."""
+        self._require_running()
+        return self._hub.request_reconnect()
 
     async def wait_voice_resumed(self, resumes: int = 1, timeout: float = 10.0) -> VoiceSessionInfo:  # noqa: ASYNC109
         """Wait until the bot has resumed its voice session ``resumes`` times in all.
@@ -181,4 +200,5 @@ class VoiceLifeApi:
             "ignored_commits": 0 if conn is None else conn.ignored_commits,
             "udp_blackout_dropped": dict(self._udp.blackout_dropped),
             "endpoint_port": self._room.endpoint_port or self._room.voice_port,
+            "gateway_resumes": self._hub.resumes,
         }
