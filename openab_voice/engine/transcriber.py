@@ -500,11 +500,18 @@ class Transcriber:
     def _next_partial(self) -> DecodeJob | None:
         if not self._streaming:
             return None
+        speculating = self.settings.speculate_after_ms > 0
         best, waited_most = None, 0
         for speaker in self._speakers.values():
             utt = speaker.current
             if utt is None or speaker.busy or speaker.finishing or utt.speculated:
                 continue  # a speculated pause has no new speech: its final is already decoded
+            if speculating and utt.quiet_since is not None:
+                # Quiet since the last speech: a partial now would decode the same words as the
+                # speculative final due within ``speculate_after_ms``, and hold the decoder past
+                # the moment it falls due (the answer waits on that one). Speech again, and the
+                # partial is due at once.
+                continue
             waited = self._partial_wait(utt)
             if waited is not None and waited > waited_most:
                 best, waited_most = utt, waited  # the longest-waiting speaker first
