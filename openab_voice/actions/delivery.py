@@ -1,12 +1,14 @@
 """Delivering an action's result: the full text first, its delivery outcome stored, then the status spoken.
 
-The voice says only the status (never the agent's text) unless every listener is trusted, and says
-nothing at all about a result that could not be posted: nobody could read what it refers to.
+The voice says only the status (never the agent's text) unless every listener is trusted and nobody
+else comes to listen while it speaks (:mod:`openab_voice.actions.audience`), and says nothing at
+all about a result that could not be posted: nobody could read what it refers to.
 """
 
 from __future__ import annotations
 
 from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnCompletion
+from openab_voice.actions.audience import AudienceGuard
 from openab_voice.actions.events import ActionResultPosted
 from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
 from openab_voice.actions.results import refusals, result_text, spoken_status
@@ -25,7 +27,8 @@ class ResultDelivery:
         voice: who listens, and the status voice.
         bus: ``ActionResultPosted``.
         clock: event times.
-        trusted: listeners before whom the voice may read the start of the result aloud.
+        trusted: listeners before whom the voice may read the start of the result aloud, while they
+            can view the control channel and nobody else listens (:mod:`openab_voice.actions.audience`).
     """
 
     def __init__(
@@ -43,7 +46,7 @@ class ResultDelivery:
         self._voice = voice
         self._bus = bus
         self._clock = clock
-        self._trusted = trusted
+        self._audience = AudienceGuard(voice=voice, bus=bus, trusted=trusted)
 
     async def deliver(self, record: ActionRecord, completion: TurnCompletion) -> None:
         """Post ``completion`` as ``record``'s result, store the delivery outcome, then speak the status."""
@@ -81,12 +84,15 @@ class ResultDelivery:
         )
         if delivery is not DeliveryOutcome.DELIVERED:
             return  # no speech about a result nobody can read
-        listeners = self._voice.listeners(record.guild_id) or frozenset()
-        trusted = bool(listeners) and listeners <= self._trusted
-        speech = spoken_status(
-            execution=completion.execution.value,
-            output=completion.output,
-            all_trusted=trusted,
-            refused=refused,
+        execution, output = completion.execution.value, completion.output
+        status = spoken_status(execution=execution, output=output, all_trusted=False, refused=refused)
+        detailed = spoken_status(execution=execution, output=output, all_trusted=True, refused=refused)
+        # The detailed line only before a cleared audience, withdrawn (and the status line said
+        # instead) when someone else comes to listen while it is spoken.
+        await self._audience.speak(
+            guild_id=record.guild_id,
+            control_channel_id=record.text_channel_id,
+            action_id=record.id,
+            detailed=detailed,
+            status=status,
         )
-        await self._voice.say(record.guild_id, speech)

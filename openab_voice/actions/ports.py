@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from openab_voice.acp.types import TurnCompletion
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.errors import ActionError
 from openab_voice.store.records import ActionRecord
 
@@ -96,6 +97,20 @@ class ControlChannel(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Audience:
+    """Who listens in the bot's voice channel, and who of them can view the control channel
+    (:mod:`openab_voice.actions.audience` decides what may be read to them).
+
+    Attributes:
+        listeners: everyone in the voice channel but the bot, other bots included.
+        viewers: those listeners who can view the control channel (a subset of ``listeners``).
+    """
+
+    listeners: frozenset[int]
+    viewers: frozenset[int]
+
+
 class VoiceSide(Protocol):
     """The voice facts the broker trusts (server-side state) and the one way it speaks."""
 
@@ -111,8 +126,15 @@ class VoiceSide(Protocol):
         """Everyone in the bot's voice channel but the bot, other bots included (None: not connected)."""
         ...
 
-    async def say(self, guild_id: int, text: str) -> bool:
-        """Speak ``text`` in the guild's voice channel when the dialogue is on; False when it cannot."""
+    def audience(self, guild_id: int, control_channel_id: int) -> Audience | None:
+        """The listeners and which of them can view ``control_channel_id`` (None: not connected)."""
+        ...
+
+    async def say(self, guild_id: int, text: str, *, cause: SpeechCause | None = None) -> bool:
+        """Speak ``text`` in the guild's voice channel when the dialogue is on; False when it cannot.
+
+        ``cause``: while the line is true (:mod:`openab_voice.engine.expiry`); dropped once expired.
+        """
         ...
 
 

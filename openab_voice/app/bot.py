@@ -21,6 +21,7 @@ from openab_voice.config import Settings
 from openab_voice.discord.bot import BotParts, VoiceBot
 from openab_voice.discord.commands import build_voice_group
 from openab_voice.discord.control import DiscordControlChannel
+from openab_voice.discord.roster import AudienceFeed
 from openab_voice.discord.service import VoiceService, VoiceSessions
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import ConfigError
@@ -110,7 +111,8 @@ class Application:
             memory=self.records.memory if self.records is not None else None,
             operator_id=self.settings.operator_user_id,
         )
-        return BotParts(voice=voice, commands=commands, actions=plane)
+        audience = AudienceFeed(bus=self.bus, clock=self.clock)
+        return BotParts(voice=voice, commands=commands, actions=plane, audience=audience)
 
     async def aclose(self) -> None:
         """Close what :func:`build_app` built (nothing when ``owns`` is False). Idempotent."""

@@ -73,6 +73,25 @@ class DaveStateChanged(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AudienceChanged(Event):
+    """Something that decides who hears the bot, or what they may read, changed in a guild: a member
+    joined, left or moved voice channels, or a channel's permission overwrites, a role's permissions
+    or a member's roles changed (discord.py's cache already holds the new state when this arrives).
+
+    Attributes:
+        kind: ``voice_state``, ``channel_permissions``, ``role_permissions`` or ``member_roles``.
+        user_id: the member concerned (None for a channel or role change).
+        channel_id: the voice channel joined or left, or the channel whose overwrites changed.
+    """
+
+    guild_id: str
+    kind: str
+    user_id: str | None = None
+    channel_id: str | None = None
+    stage: str = "discord"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpeakerMapped(Event):
     """An SSRC was attributed to a user (voice gateway op 5); ``buffered`` early packets were flushed."""
 

@@ -13,6 +13,7 @@ from discord import app_commands
 
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import parse_button_id
+from openab_voice.discord.roster import AudienceFeed
 from openab_voice.discord.service import VoiceService
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ class BotParts:
     voice: VoiceService
     commands: app_commands.Group
     actions: ActionPlane | None = None
+    audience: AudienceFeed | None = None
 
 
 class VoiceBot(discord.Client):
@@ -50,6 +52,7 @@ class VoiceBot(discord.Client):
         built = parts(self)
         self._voice = built.voice
         self._actions = built.actions
+        self._audience = built.audience
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(built.commands)
         self._command_guild_id = command_guild_id
@@ -91,6 +94,29 @@ class VoiceBot(discord.Client):
         )
         # Refusals (not the operator, expired, replayed) are only shown to the clicking user.
         await interaction.response.send_message(outcome.message, ephemeral=True)
+
+    # Who hears the bot, and what they may read: discord.py has applied each event to its cache
+    # before it dispatches these, so the audience read after them is the new one.
+
+    async def on_voice_state_update(
+        self, member: discord.Member, before: discord.VoiceState, after: discord.VoiceState
+    ) -> None:
+        if self._audience is not None:
+            self._audience.voice_state(member, before, after)
+
+    async def on_guild_channel_update(
+        self, before: discord.abc.GuildChannel, after: discord.abc.GuildChannel
+    ) -> None:
+        if self._audience is not None:
+            self._audience.channel(before, after)
+
+    async def on_guild_role_update(self, before: discord.Role, after: discord.Role) -> None:
+        if self._audience is not None:
+            self._audience.role(before, after)
+
+    async def on_member_update(self, before: discord.Member, after: discord.Member) -> None:
+        if self._audience is not None:
+            self._audience.member(before, after)
 
     async def close(self) -> None:
         await self._voice.aclose()

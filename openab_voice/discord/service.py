@@ -8,7 +8,10 @@ from typing import Protocol
 
 import discord
 
+from openab_voice.actions.ports import Audience
+from openab_voice.discord.roster import channel_audience
 from openab_voice.discord.session import VoiceSession
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.errors import VoiceError
 
 
@@ -63,9 +66,19 @@ class VoiceSessions:
         session = self._sessions.get(guild_id)
         return None if session is None else session.listeners()
 
-    async def say(self, guild_id: int, text: str) -> bool:
+    def audience(self, guild_id: int, control_channel_id: int) -> Audience | None:
+        """The listeners of ``guild_id``'s session and which of them view ``control_channel_id``."""
         session = self._sessions.get(guild_id)
-        return False if session is None else await session.say(text)
+        if session is None:
+            return None
+        listeners, viewers = channel_audience(
+            session.channel, control_channel_id, session.channel.guild.me.id
+        )
+        return Audience(listeners=listeners, viewers=viewers)
+
+    async def say(self, guild_id: int, text: str, *, cause: SpeechCause | None = None) -> bool:
+        session = self._sessions.get(guild_id)
+        return False if session is None else await session.say(text, cause=cause)
 
 
 class VoiceService:

@@ -172,6 +172,11 @@ class _Expired(Exception):  # noqa: N818 - a signal inside the runner, never rai
         self.reason = reason
 
 
+class _Withdrawn(_Expired):
+    """The cause expired while the line was still being handed to the output: stop writing; the
+    output is then cut, as when it expires after the last write."""
+
+
 @contextlib.contextmanager
 def _stage(stage: str) -> Iterator[None]:
     """Turn a provider's failure into a :class:`ResponseError` naming the stage (never cancellation)."""
@@ -229,6 +234,7 @@ class ResponseRunner:
         self._started: set[int] = set()
         self._first_audio = False
         self._generator: asyncio.Task[None] | None = None
+        self._withdrawn: asyncio.Event | None = None  # set once a watched cause expired
 
     def _report(self, item: _Progress) -> None:
         if self._hold is not None and not self._hold.released:
@@ -383,9 +389,13 @@ class ResponseRunner:
 
     async def _speak(self, queue: asyncio.Queue[int | None]) -> PlayedPosition | None:
         with self._watching() as withdrawn:
+            self._withdrawn = withdrawn
             try:
                 while (index := await queue.get()) is not None:
                     await self._say(index)
+            except _Withdrawn:
+                if self._generator is not None:
+                    self._generator.cancel()
             except _Expired as expired:
                 self._dropped(expired)
             uid = self._handle.utterance_id
@@ -502,6 +512,10 @@ class ResponseRunner:
             piece = pcm[start : start + step]
             with _stage("playback"):
                 uid = self._handle.utterance_id
+                if uid is not None and self._withdrawn is not None and self._withdrawn.is_set():
+                    # A long sentence waits here on a full output buffer: cut it now, not once
+                    # all of it was handed over.
+                    raise _Withdrawn(index, "playing", "withdrawn")
                 if uid is None:
                     await self._on_hold()
                     # The last moment to take it back: nothing of it has reached the listeners yet.

@@ -29,7 +29,7 @@ from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
 from openab_voice.actions.leases import LeaseSettings
 from openab_voice.actions.plane import ActionPlane
-from openab_voice.actions.ports import DeliveryFailed, ProposalView
+from openab_voice.actions.ports import Audience, DeliveryFailed, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
 from openab_voice.bus import Event, EventBus
 from openab_voice.clock import Clock
@@ -179,7 +179,8 @@ class FakeVoiceSide:
     Attributes:
         current_generation: what ``generation`` answers for every guild (None: not connected).
         current_session: what ``session_id`` answers for every guild.
-        present: what ``listeners`` answers for every guild.
+        present: what ``listeners`` answers for every guild (``audience`` too, with ``blind`` not viewing
+            the control channel).
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class FakeVoiceSide:
         self.current_generation = generation
         self.current_session: str | None = VOICE_SESSION
         self.present = frozenset({OPERATOR}) if listeners is None else listeners
+        self.blind: frozenset[int] = frozenset()  # listeners who cannot view the control channel
 
     def generation(self, guild_id: int) -> int | None:
         return self.current_generation
@@ -199,8 +201,14 @@ class FakeVoiceSide:
     def listeners(self, guild_id: int) -> frozenset[int] | None:
         return self.present
 
-    async def say(self, guild_id: int, text: str) -> bool:
-        self.log.record("voice", "say", guild_id=guild_id, text=text)
+    def audience(self, guild_id: int, control_channel_id: int) -> Audience | None:
+        """Everyone present, viewing the control channel unless named in ``blind``."""
+        if self.current_generation is None:
+            return None
+        return Audience(listeners=self.present, viewers=self.present - self.blind)
+
+    async def say(self, guild_id: int, text: str, *, cause: SpeechCause | None = None) -> bool:
+        self.log.record("voice", "say", guild_id=guild_id, text=text, cause=cause)
         return True
 
     async def announce(self, text: str, *, cause: SpeechCause | None = None) -> None:

@@ -82,6 +82,8 @@ class GuildState:
         self._messages: dict[int, JsonObject] = {}
         # channel id -> [(message id, pinned_at ISO)] in pin order.
         self._pins: dict[int, list[tuple[int, str]]] = {}
+        # channel id -> users a member overwrite denies VIEW_CHANNEL there.
+        self.hidden: dict[int, set[int]] = {}
 
     # --- time & ids ----------------------------------------------------------------------------
 
@@ -127,6 +129,17 @@ class GuildState:
     def fake_voice_members(self) -> list[UserRecord]:
         """Users other than the bot currently in the voice channel."""
         return [u for u in self.voice_members() if u.id != self.ids.bot_user_id]
+
+    def set_view(self, channel_id: int, user_id: int, *, visible: bool) -> None:
+        """Grant or deny ``user_id`` the view of a channel (a member permission overwrite)."""
+        self.user(user_id)
+        if channel_id not in self.channel_ids():
+            raise EmulatorError(f"unknown channel {channel_id}", code="EMULATOR_UNKNOWN_CHANNEL")
+        hidden = self.hidden.setdefault(channel_id, set())
+        if visible:
+            hidden.discard(user_id)
+        else:
+            hidden.add(user_id)
 
     # --- messages -----------------------------------------------------------------------------
 

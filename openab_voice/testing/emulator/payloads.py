@@ -12,8 +12,14 @@ from openab_voice.testing.emulator.models import GuildState, UserRecord
 from openab_voice.testing.emulator.responses import Upload
 from openab_voice.testing.emulator.wire import JsonObject
 
-# Every permission bit Discord defines today: the emulator never denies anything.
+# Every permission bit Discord defines today: the emulator never denies anything, but for the views
+# a test takes away (``DiscordEmulator.set_channel_view``).
 ALL_PERMISSIONS = "2251799813685247"
+ADMINISTRATOR = 1 << 3
+VIEW_CHANNEL = 1 << 10
+# @everyone has every permission but ADMINISTRATOR, which would override any channel overwrite.
+EVERYONE_PERMISSIONS = str(int(ALL_PERMISSIONS) & ~ADMINISTRATOR)
+MEMBER_OVERWRITE = 1
 TEXT_CHANNEL = 0
 VOICE_CHANNEL = 2
 MESSAGE_FLAG_EPHEMERAL = 1 << 6
@@ -61,7 +67,7 @@ def everyone_role(state: GuildState) -> JsonObject:
     return {
         "id": str(state.ids.guild_id),
         "name": "@everyone",
-        "permissions": ALL_PERMISSIONS,
+        "permissions": EVERYONE_PERMISSIONS,
         "position": 0,
         "color": 0,
         "hoist": False,
@@ -71,6 +77,14 @@ def everyone_role(state: GuildState) -> JsonObject:
     }
 
 
+def overwrites(state: GuildState, channel_id: int) -> list[JsonObject]:
+    """A member overwrite denying VIEW_CHANNEL for each user the channel is hidden from."""
+    return [
+        {"id": str(uid), "type": MEMBER_OVERWRITE, "allow": "0", "deny": str(VIEW_CHANNEL)}
+        for uid in sorted(state.hidden.get(channel_id, ()))
+    ]
+
+
 def text_channel(state: GuildState) -> JsonObject:
     return {
         "id": str(state.ids.text_channel_id),
@@ -78,7 +92,7 @@ def text_channel(state: GuildState) -> JsonObject:
         "name": "general",
         "position": 0,
         "guild_id": str(state.ids.guild_id),
-        "permission_overwrites": [],
+        "permission_overwrites": overwrites(state, state.ids.text_channel_id),
         "nsfw": False,
         "parent_id": None,
         "topic": None,
@@ -95,7 +109,7 @@ def voice_channel(state: GuildState) -> JsonObject:
         "name": "Voice",
         "position": 1,
         "guild_id": str(state.ids.guild_id),
-        "permission_overwrites": [],
+        "permission_overwrites": overwrites(state, state.ids.voice_channel_id),
         "nsfw": False,
         "parent_id": None,
         "bitrate": 64000,

@@ -442,6 +442,14 @@ class DiscordEmulator(VoiceLifeApi):
         self._require_running()
         return self._actions.post_message(user_id, content, channel_id=channel_id)
 
+    def set_channel_view(self, user_id: int, *, visible: bool, channel_id: int | None = None) -> None:
+        """Take away (or give back) a member's view of a channel, the text channel by default: a
+        member permission overwrite denying VIEW_CHANNEL, sent as CHANNEL_UPDATE as Discord does."""
+        self._require_running()
+        channel = self.text_channel_id if channel_id is None else channel_id
+        self._state.set_view(channel, user_id, visible=visible)
+        self._hub.dispatch("CHANNEL_UPDATE", payloads.channel_payload(self._state, channel))
+
     @property
     def interactions(self) -> list[Interaction]:
         """Every interaction sent to the bot, oldest first."""
