@@ -87,6 +87,9 @@ class CascadeEngine:
         """What the held response answers (None: none is held)."""
         return self._supervisor.prepared_key
 
+    async def open(self) -> None:
+        """Nothing to connect: the providers are shared and already loaded."""
+
     def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
         self._supervisor.start(effect, prepared)
 

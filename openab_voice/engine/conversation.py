@@ -255,6 +255,7 @@ class ConversationManager:
         if self._started:
             raise RuntimeError("the conversation manager was already started")
         self._started = True
+        await self._responses.open()
         await self._dispatch(Start())
         self._subscriptions = [self._bus.subscribe(t, self._on_event) for t in _SUBSCRIBED]
         self._loop_task = asyncio.create_task(self._run(), name=f"conversation-{self._session_id}")

@@ -163,6 +163,10 @@ class DuplexVoiceEngine(Protocol):
         """The engine can start a response now (False while its provider is being reconnected)."""
         ...
 
+    async def open(self) -> None:
+        """Begin: connect a provider session, subscribe to capture (the manager's start)."""
+        ...
+
     def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
         """Begin the response ``effect`` names (``prepared`` says what it answers or replays)."""
         ...

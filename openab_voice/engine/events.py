@@ -166,9 +166,29 @@ class ToolCallHandled(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderTruncated(Event):
+    """The realtime engine truncated a provider item at the position playback reported as played.
+
+    Attributes:
+        item_id: the provider's assistant item.
+        audio_end_ms: what ``conversation.item.truncate`` said was heard of that item.
+        played_ms: the utterance position playback reported (the item may start later in it).
+        utterance_id: the playback utterance (None when nothing reached playback).
+    """
+
+    turn_id: str
+    item_id: str
+    audio_end_ms: int
+    played_ms: float
+    utterance_id: str | None = None
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LatencyMeasured(Event):
     """A latency sample: ``metric`` is one of barge_in_ms, first_stable_partial_ms,
-    eou_to_first_audio_ms, tts_first_chunk_ms."""
+    eou_to_first_audio_ms, tts_first_chunk_ms, truncate_sent_ms (realtime: barge-in to the
+    provider truncation sent)."""
 
     metric: str
     value_ms: float

@@ -1,0 +1,651 @@
+"""The realtime engine: a speech-to-speech provider (OpenAI Realtime) behind
+:class:`~openab_voice.engine.duplex.DuplexVoiceEngine`, with our core owning the turns.
+
+One provider session per voice channel. Its server turn detection is off (``turn_detection:
+null``): our VAD, echo gate and turn policy decide who spoke and when; the provider's speech events
+are advisory (logged, never acted on). For each turn the manager accepts:
+
+1. a user text item names the speaker (``"Alice says:"``): one session hears everyone, so each turn
+   is attributed, and the wake-name rule is the manager's, as in the cascade;
+2. that speaker's processed capture for the turn (and nobody else's) is appended, resampled from
+   the internal rate to the provider's 24 kHz, and committed at our end of speech;
+3. ``response.create``; the response's audio streams into playback resampled to 48 kHz stereo.
+
+Barge-in: the output stops first (within one frame), then ``response.cancel`` and
+``conversation.item.truncate`` with ``audio_end_ms`` = the position playback reports it actually
+played, so only heard audio stays in the provider's context; our own context gets only the heard
+transcript. A resume after a false interruption and an announcement (an action's status) are asked
+of the model in words ("say exactly ..."): it is the only voice this engine has, and its speech is
+not exact (``exact_speech_output`` False).
+
+Failures: a dropped websocket reports ``ProviderLost`` (``recovering``) and reconnects with bounded
+backoff to a *fresh* session seeded from our heard history; then ``Recovered`` (``listening``).
+Authentication failure or an unknown model is not retried: the engine stays down and the call stays
+up receive-only. Server ``error`` events and rate limits map to the error tree
+(:mod:`openab_voice.providers.realtime_openai`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.context import UserUtterance
+from openab_voice.engine.duplex import (
+    DISCORD_PCM,
+    AudioFormat,
+    DialogueMode,
+    DuplexVoiceEngine,
+    EngineBinding,
+    EngineCapabilities,
+    EngineFactory,
+)
+from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, ProviderTruncated
+from openab_voice.engine.handle import SpeechHandle, SpeechOutput
+from openab_voice.engine.realtime_audio import TurnAudio
+from openab_voice.engine.realtime_response import REALTIME_TOOLS, RealtimeResponse
+from openab_voice.engine.response import ToolPath
+from openab_voice.engine.state import (
+    DiscardResponse,
+    InterruptResponse,
+    ProviderLost,
+    Recovered,
+    ResponseFailed,
+    ResponseFinished,
+    StartResponse,
+)
+from openab_voice.engine.supervisor import PreparedResponse
+from openab_voice.errors import OpenabError
+from openab_voice.providers.realtime_openai import (
+    DEFAULT_VOICE,
+    PROVIDER_RATE,
+    RealtimeConnector,
+    RealtimeLink,
+    connection_error,
+    server_error,
+)
+
+if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
+    from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
+
+__all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_engine", "session_config"]
+
+log = logging.getLogger(__name__)
+
+_APPEND_BYTES = 24_000 * 2  # one second of 24 kHz s16le per input_audio_buffer.append
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RealtimeSettings:
+    """How the realtime engine runs.
+
+    Attributes:
+        voice: the provider's voice (``OPENAI_REALTIME_VOICE``).
+        reconnect_initial_s: the first wait before reconnecting; doubled per failure ...
+        reconnect_max_s: ... up to this bound (it keeps trying while the call lasts).
+        capture_window_s: each speaker's processed capture kept for the turn being decided.
+        lead_in_s: audio taken before the VAD's start of speech (its onset is a little late).
+    """
+
+    voice: str = DEFAULT_VOICE
+    reconnect_initial_s: float = 0.5
+    reconnect_max_s: float = 8.0
+    capture_window_s: float = 30.0
+    lead_in_s: float = 0.1
+
+
+def session_config(*, instructions: str, voice: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``session`` of our ``session.update``: audio in and out at 24 kHz, turn detection off."""
+    pcm = {"type": "audio/pcm", "rate": PROVIDER_RATE}
+    return {
+        "type": "realtime",
+        "instructions": instructions,
+        "output_modalities": ["audio"],
+        "audio": {
+            "input": {"format": pcm, "turn_detection": None},
+            "output": {"format": pcm, "voice": voice},
+        },
+        "tools": tools,
+        "tool_choice": "auto",
+    }
+
+
+@dataclass(slots=True)
+class _Active:
+    response: RealtimeResponse
+    user: UserUtterance | None
+    task: asyncio.Task[None] | None = None
+    settled: bool = False
+
+
+class RealtimeEngine:
+    """See the module docstring.
+
+    Args:
+        binding: the conversation it serves.
+        connector: opens provider sessions.
+        output: playback.
+        tools: the tool path (only :data:`~openab_voice.engine.realtime_response.REALTIME_TOOLS`
+            are offered).
+        capture: subscribes to the processed capture of every speaker (``FrontEnd.subscribe``);
+            None: turns go to the provider as their transcript (no audio).
+        settings: voice, reconnection and capture bounds.
+    """
+
+    def __init__(
+        self,
+        binding: EngineBinding,
+        *,
+        connector: RealtimeConnector,
+        output: SpeechOutput,
+        tools: ToolPath,
+        capture: Callable[[], AsyncIterator[ProcessedFrame]] | None = None,
+        settings: RealtimeSettings | None = None,
+    ) -> None:
+        self._b = binding
+        self._connector = connector
+        self._output = output
+        self._tools = tools
+        self._capture = capture
+        self._settings = settings or RealtimeSettings()
+        self._audio = TurnAudio(window_s=self._settings.capture_window_s)
+        self._link: RealtimeLink | None = None
+        self._owed = False  # ProviderLost was reported: Recovered is owed once a session is up
+        self._active: _Active | None = None
+        self._stale: set[str] = set()  # provider response ids whose events are dropped
+        self._orphans = 0  # cancelled before their response.created arrived
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._opened = False
+        self._closed = False
+        self.failure: OpenabError | None = None
+        """A failure that is not retried (auth, unknown model): the engine stays down."""
+        self.advisory: list[str] = []
+        """The provider's own speech events, kept for inspection; never acted on."""
+        duplex = binding.settings.mode is DialogueMode.FULL_DUPLEX
+        mono24 = AudioFormat(rate=PROVIDER_RATE, channels=1)
+        self._capabilities = EngineCapabilities(
+            mode=binding.settings.mode,
+            streaming_input=True,
+            partials=True,
+            streaming_output=True,
+            tts_streaming=True,
+            interruption=duplex,
+            semantic_tools=True,
+            full_duplex=duplex,
+            engine="realtime",
+            exact_speech_output=False,
+            output_format=DISCORD_PCM,
+            provider_input_format=mono24,
+            provider_output_format=mono24,
+        )
+
+    # --- the seam ------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> EngineCapabilities:
+        return self._capabilities
+
+    @property
+    def output(self) -> SpeechOutput:
+        return self._output
+
+    @property
+    def ready(self) -> bool:
+        return self._link is not None and not self._closed
+
+    @property
+    def link(self) -> RealtimeLink | None:
+        """The provider session now (None while down)."""
+        return self._link
+
+    async def open(self) -> None:
+        """Start capturing and connect (in the background; a failure reports ``ProviderLost``)."""
+        if self._opened:
+            return
+        self._opened = True
+        if self._capture is not None:
+            self._spawn(self._capture_loop(self._capture()), "realtime-capture")
+        self._spawn(self._connection_loop(), "realtime-connection")
+
+    def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
+        handle = SpeechHandle(response_id=effect.response_id, turn_id=effect.turn_id, output=self._output)
+        link = self._link
+        if link is None:
+            err = self.failure or connection_error(ConnectionError("no provider session"), model=self._model)
+            self._active = _Active(response=self._response(link, handle, prepared), user=prepared.user)
+            self._b.report(
+                ResponseFailed(
+                    response_id=effect.response_id,
+                    code=err.code,
+                    message=err.message,
+                    retryable=err.retryable,
+                )
+            )
+            return
+        active = _Active(response=self._response(link, handle, prepared), user=prepared.user)
+        self._active = active
+        task = self._spawn(self._respond(active), f"realtime-response-{effect.response_id}")
+        active.task = task
+        handle.bind_task(task)
+
+    def prepare(self, key: str, prepared: PreparedResponse) -> None:
+        """Preemptive generation is the cascade's: a provider response cannot be held unheard."""
+
+    def drop_prepared(self, key: str | None = None) -> None:
+        """Nothing is ever prepared ahead."""
+
+    async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
+        active = self._take(effect.response_id)
+        if active is None:
+            return None
+        response = active.response
+        handle = response.handle
+        played_ms = handle.interrupt()  # the output stops first; this also cancels the task
+        if effect.barge_in is not None:
+            self._latency(
+                "barge_in_ms", effect.barge_in.audio_time, handle.turn_id, effect.barge_in.speaker_id
+            )
+        await self._cut(
+            response, played_ms, barge_in_at=None if effect.barge_in is None else effect.barge_in.audio_time
+        )
+        if active.task is not None and not await handle.wait_closed(
+            self._b.clock, self._b.settings.cancel_timeout_s
+        ):
+            log.warning("realtime response %s did not unwind", handle.response_id)
+        self._settle(active, discard=False)
+        return handle
+
+    def commit(self, response_id: str) -> None:
+        active = self._take(response_id)
+        if active is not None:
+            self._settle(active, discard=False)
+
+    async def discard(self, effect: DiscardResponse) -> None:
+        active = self._take(effect.response_id)
+        if active is not None:
+            handle = active.response.handle
+            played_ms = handle.interrupt()
+            if self._link is not None and self._link is active.response.link:
+                await self._cut(active.response, played_ms, barge_in_at=None)
+            await handle.wait_closed(self._b.clock, self._b.settings.cancel_timeout_s)
+            self._settle(active, discard=True)
+        self._b.bus.publish(
+            ErrorRaised(
+                at=self._now(),
+                session_id=self._b.session_id,
+                code=effect.code,
+                message=effect.message,
+                retryable=effect.retryable,
+                details={"response_id": effect.response_id, "engine": "realtime"},
+            )
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = tuple(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+
+    # --- one response --------------------------------------------------------------------------
+
+    @property
+    def _model(self) -> str:
+        return self._connector.model
+
+    def _response(
+        self, link: RealtimeLink | None, handle: SpeechHandle, prepared: PreparedResponse
+    ) -> RealtimeResponse:
+        return RealtimeResponse(
+            link=link if link is not None else _NoLink(),
+            handle=handle,
+            prepared=prepared,
+            output=self._output,
+            tools=self._tools,
+            bus=self._b.bus,
+            clock=self._b.clock,
+            report=self._b.report,
+            session_id=self._b.session_id,
+            max_tool_rounds=self._b.settings.max_tool_rounds,
+            model=self._model,
+        )
+
+    async def _respond(self, active: _Active) -> None:
+        response = active.response
+        handle = response.handle
+        try:
+            await self._request(response)
+            await response.stream()
+            uid = handle.utterance_id
+            position = None if uid is None else await asyncio.shield(self._output.finish(uid))
+        except OpenabError as err:
+            if self._active is active and not self._owed:  # a lost session is reported once, as such
+                self._b.report(
+                    ResponseFailed(
+                        response_id=handle.response_id,
+                        code=err.code,
+                        message=err.message,
+                        retryable=err.retryable,
+                    )
+                )
+            return
+        interrupted = False
+        if position is not None:
+            handle.mark_played(position)
+            interrupted = position.interrupted
+        self._b.report(ResponseFinished(response_id=handle.response_id, interrupted=interrupted))
+
+    async def _request(self, response: RealtimeResponse) -> None:
+        """Send the turn (attributed text, then the speaker's audio) and ask for the response."""
+        prepared, link = response.prepared, response.link
+        user = prepared.user
+        if user is None:
+            # A resume or an announcement: the model is the only voice; ask it for the words.
+            said = " ".join(prepared.replay)
+            instructions = f"Say exactly this, and nothing else: {said}"
+            response.in_flight = True
+            await link.send({"type": "response.create", "response": {"instructions": instructions}})
+            return
+        audio = b""
+        if prepared.audio_start is not None and prepared.eou_at is not None:
+            start = prepared.audio_start - self._settings.lead_in_s
+            audio = self._audio.span(user.speaker_id, start, prepared.eou_at, rate=PROVIDER_RATE)
+        # With no audio (capture off) the turn goes as its transcript, still attributed.
+        said = f"{user.speaker_name} says:" if audio else f"{user.speaker_name} says: {user.text}"
+        await link.send(
+            {
+                "type": "conversation.item.create",
+                "item": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": said}],
+                },
+            }
+        )
+        if audio:
+            for at in range(0, len(audio), _APPEND_BYTES):
+                chunk = base64.b64encode(audio[at : at + _APPEND_BYTES]).decode("ascii")
+                await link.send({"type": "input_audio_buffer.append", "audio": chunk})
+            await link.send({"type": "input_audio_buffer.commit"})
+        response.in_flight = True
+        await link.send({"type": "response.create"})
+
+    async def _cut(self, response: RealtimeResponse, played_ms: float, *, barge_in_at: float | None) -> None:
+        """Cancel what the provider still generates and truncate its items at the played position."""
+        link = response.link
+        if response.in_flight:
+            response.in_flight = False
+            if response.provider_ids:
+                self._stale.add(response.provider_ids[-1])
+            else:
+                self._orphans += 1
+            with contextlib.suppress(OpenabError):
+                await link.send({"type": "response.cancel"})
+        self._stale.update(response.provider_ids)
+        for item_id, audio_end_ms in response.truncations(played_ms):
+            try:
+                await link.send(
+                    {
+                        "type": "conversation.item.truncate",
+                        "item_id": item_id,
+                        "content_index": 0,
+                        "audio_end_ms": audio_end_ms,
+                    }
+                )
+            except OpenabError:
+                return  # the session is gone: the fresh one is seeded from the heard history anyway
+            turn_id = response.handle.turn_id
+            if barge_in_at is not None:
+                self._latency("truncate_sent_ms", barge_in_at, turn_id, None)
+            self._b.bus.publish(
+                ProviderTruncated(
+                    at=self._now(),
+                    session_id=self._b.session_id,
+                    turn_id=turn_id,
+                    item_id=item_id,
+                    audio_end_ms=audio_end_ms,
+                    played_ms=played_ms,
+                    utterance_id=response.handle.utterance_id,
+                )
+            )
+
+    def _take(self, response_id: str) -> _Active | None:
+        active = self._active
+        if active is None or active.response.handle.response_id != response_id:
+            return None
+        return active
+
+    def _settle(self, active: _Active, *, discard: bool) -> None:
+        """Commit the user turn and only the heard transcript (nothing when ``discard``); once."""
+        if active.settled:
+            return
+        active.settled = True
+        if self._active is active:
+            self._active = None
+        handle = active.response.handle
+        heard = "" if discard else handle.heard_text()
+        if not discard:
+            if active.user is not None:
+                self._b.context.record_turn(active.user)
+            self._b.context.record_heard(handle.turn_id, heard)
+        self._b.bus.publish(
+            BotUtteranceFinished(
+                at=self._now(),
+                session_id=self._b.session_id,
+                turn_id=handle.turn_id,
+                text=handle.text,
+                spoken_text=heard,
+                interrupted=discard or handle.interrupted,
+            )
+        )
+
+    # --- the provider session ------------------------------------------------------------------
+
+    async def _connection_loop(self) -> None:
+        delay = self._settings.reconnect_initial_s
+        while not self._closed:
+            try:
+                link = await self._connector.connect()
+            except OpenabError as exc:
+                if not self._down(exc):
+                    return
+                await self._b.clock.sleep(delay)
+                delay = min(delay * 2, self._settings.reconnect_max_s)
+                continue
+            try:
+                await self._seed(link)
+            except OpenabError as exc:
+                await link.close()
+                if not self._down(exc):
+                    return
+                await self._b.clock.sleep(delay)
+                delay = min(delay * 2, self._settings.reconnect_max_s)
+                continue
+            self._link = link
+            if self._owed:
+                self._owed = False
+                self._b.report(Recovered())
+            try:
+                error = await self._read(link)
+            finally:
+                if self._link is link:
+                    self._link = None
+                await link.close()
+            if self._closed:
+                return
+            delay = self._settings.reconnect_initial_s
+            if not self._down(error):
+                return
+
+    def _down(self, error: OpenabError) -> bool:
+        """The session is gone (or never came): report it; False when it must not be retried."""
+        log.warning("realtime session down: %s", error)
+        if not self._owed:
+            self._owed = True
+            self._b.report(ProviderLost(code=error.code, message=error.message, retryable=error.retryable))
+        self._b.bus.publish(
+            ErrorRaised(
+                at=self._now(),
+                session_id=self._b.session_id,
+                code=error.code,
+                message=error.message,
+                retryable=error.retryable,
+                details={"engine": "realtime", "model": self._model},
+            )
+        )
+        if not error.retryable:
+            self.failure = error
+            return False
+        return True
+
+    async def _seed(self, link: RealtimeLink) -> None:
+        """``session.update``, then our heard-only history as items (a fresh session knows nothing)."""
+        tools = [
+            {"type": "function", "name": s.name, "description": s.description, "parameters": s.parameters}
+            for s in self._tools.specs()
+            if s.name in REALTIME_TOOLS
+        ]
+        messages = self._b.context.messages()
+        instructions = messages[0].content if messages else self._b.settings.system_prompt
+        config = session_config(instructions=instructions, voice=self._settings.voice, tools=tools)
+        await link.send({"type": "session.update", "session": config})  # type: ignore[typeddict-item]
+        for message in messages[1:]:
+            kind = "output_text" if message.role == "assistant" else "input_text"
+            role = message.role if message.role in ("user", "assistant", "system") else "system"
+            item: Any = {
+                "type": "message",
+                "role": role,
+                "content": [{"type": kind, "text": message.content}],
+            }
+            await link.send({"type": "conversation.item.create", "item": item})
+
+    async def _read(self, link: RealtimeLink) -> OpenabError:
+        """Route the session's events until it ends; the error it ended with."""
+        try:
+            async for event in link.events():
+                failure = self._route(event)
+                if failure is not None:
+                    return failure
+        except OpenabError as exc:
+            return exc
+        return connection_error(ConnectionError("the provider closed the session"), model=self._model)
+
+    def _route(self, event: RealtimeServerEvent) -> OpenabError | None:
+        """Hand a response's events to it; handle the session's own. An error that ends the session."""
+        kind = event.type
+        if kind == "error":
+            err = cast("RealtimeErrorEvent", event).error
+            mapped = server_error(kind=err.type, code=err.code, message=err.message, model=self._model)
+            if mapped.code in ("REALTIME_AUTH_FAILED", "REALTIME_MODEL_UNKNOWN"):
+                return mapped  # the session cannot be used: down, not retried
+            active = self._active
+            if active is not None and active.response.in_flight:
+                active.response.events.put_nowait(event)
+            else:
+                self._b.bus.publish(
+                    ErrorRaised(
+                        at=self._now(),
+                        session_id=self._b.session_id,
+                        code=mapped.code,
+                        message=mapped.message,
+                        retryable=mapped.retryable,
+                        details={"engine": "realtime"},
+                    )
+                )
+            return None
+        if kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"):
+            self.advisory.append(kind)  # turn detection is ours: advisory only
+            return None
+        rid = _response_id(event)
+        if rid is None:
+            return None  # session, conversation and rate-limit events: nothing to do
+        if kind == "response.created" and self._orphans:
+            self._orphans -= 1
+            self._stale.add(rid)
+        if rid in self._stale:
+            return None
+        active = self._active
+        if active is not None:
+            active.response.events.put_nowait(event)
+        return None
+
+    async def _capture_loop(self, frames: AsyncIterator[ProcessedFrame]) -> None:
+        async for processed in frames:
+            self._audio.push(processed.frame)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _now(self) -> float:
+        return self._b.clock.monotonic()
+
+    def _latency(self, metric: str, since: float, turn_id: str, speaker_id: str | None) -> None:
+        now = self._now()
+        self._b.bus.publish(
+            LatencyMeasured(
+                at=now,
+                session_id=self._b.session_id,
+                metric=metric,
+                value_ms=(now - since) * 1000.0,
+                speaker_id=speaker_id,
+                turn_id=turn_id,
+            )
+        )
+
+
+def _response_id(event: RealtimeServerEvent) -> str | None:
+    """The provider response an event belongs to (None: not a response's event)."""
+    if event.type in ("response.created", "response.done"):
+        return getattr(getattr(event, "response", None), "id", None) or ""
+    rid = getattr(event, "response_id", None)
+    return rid if isinstance(rid, str) else None
+
+
+class _NoLink:
+    """Stands in for the session of a response that could not start (it never sends)."""
+
+    async def send(self, event: Any) -> None:
+        raise connection_error(ConnectionError("no provider session"), model="?")
+
+    async def events(self) -> AsyncIterator[RealtimeServerEvent]:
+        return
+        yield
+
+    async def close(self) -> None:
+        return
+
+
+def realtime_engine(
+    *,
+    connector: RealtimeConnector,
+    output: SpeechOutput,
+    tools: ToolPath,
+    capture: Callable[[], AsyncIterator[ProcessedFrame]] | None = None,
+    settings: RealtimeSettings | None = None,
+) -> EngineFactory:
+    """The factory a :class:`~openab_voice.engine.conversation.ConversationManager` builds it with."""
+
+    def build(binding: EngineBinding) -> DuplexVoiceEngine:
+        return RealtimeEngine(
+            binding, connector=connector, output=output, tools=tools, capture=capture, settings=settings
+        )
+
+    return build
