@@ -175,6 +175,7 @@ def _bench_executor(args: argparse.Namespace) -> dict[str, Any]:
         jobs=args.jobs,
         latency_jobs=args.latency_jobs,
         poll_s=args.poll_s,
+        cancels=args.cancels,
         postgres_url=args.postgres_url,
     )
 
@@ -308,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--latency-jobs", type=int, default=10, help="executor: jobs confirmed one at a time to idle workers"
     )
     p.add_argument("--poll-s", type=float, default=0.1, help="executor: the workers' OPENAB_EXECUTOR_POLL_S")
+    p.add_argument(
+        "--cancels", type=int, default=10, help="executor: running jobs cancelled through the store"
+    )
     p.add_argument(
         "--postgres-url",
         default=None,

@@ -1,7 +1,8 @@
 """Job leases: who runs an action, renewed by a heartbeat; the reaper loses the jobs of the dead.
 
 The heartbeat also carries cancels that reach a job through the store (the bot of remote executors
-asks, the lease holder's next heartbeat reads the request and cancels the agent).
+asks, the lease holder's next heartbeat reads the request and cancels the agent): the fallback of a
+worker that hears the request's notification at once (:meth:`LeaseKeeper.forward_cancels`).
 
 Leases decide, not restarts (docs/adr/0010-executor-leases.md). Every process that runs actions (the
 bot's in-process executor, each ``openab-voice executor`` worker) has one owner id,
@@ -19,7 +20,7 @@ import asyncio
 import logging
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from openab_voice.actions.writer import JobWriter
@@ -131,7 +132,7 @@ class LeaseKeeper:
                 self._held.discard(action_id)
                 if self.on_lost is not None:
                     self.on_lost(action_id)
-        await self._forward_cancels(renewed)
+        await self.forward_cancels(renewed)
         reaped = await self._jobs.call(
             self._jobs.store.reap_expired_leases, actor=f"reaper:{self.owner}", exclude_owner=self.owner
         )
@@ -150,10 +151,14 @@ class LeaseKeeper:
         )
         return reaped
 
-    async def _forward_cancels(self, renewed: set[str]) -> None:
-        if self.on_cancel_requested is None or not renewed:
+    async def forward_cancels(self, action_ids: Collection[str]) -> None:
+        """Read the cancel requests of those of ``action_ids`` this process holds, and hand each on to
+        ``on_cancel_requested`` once (a heartbeat does it for every renewed lease; a notification of
+        one request, for its job at once)."""
+        asked = set(action_ids) & self._held
+        if self.on_cancel_requested is None or not asked:
             return
-        requested = await self._jobs.call(self._jobs.store.cancel_requests, renewed)
+        requested = await self._jobs.call(self._jobs.store.cancel_requests, asked)
         for action_id in sorted(requested - self._cancels_forwarded):
             if action_id in self._held:
                 self._cancels_forwarded.add(action_id)

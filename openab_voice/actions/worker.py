@@ -6,8 +6,11 @@ only where jobs come from and where results go differ. Jobs come from ``JobStore
 (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), which leases the job to this worker before anything is
 done; the executor's ``confirmed → running`` write is a compare-and-set on the claimed version, so a
 job cancelled meanwhile is not started. Results stay in the store (status, result text, error,
-detail): the bot delivers them. :meth:`ExecutorWorker.drain` (SIGTERM) stops claiming, stops every
-agent the ACP way (cancel, grace, kill), settles, and returns within ``drain_s``.
+detail): the bot delivers them. A cancel the bot asks for through the store reaches the worker at
+once on PostgreSQL (it listens on the store's cancel channel and reads the request of a job it holds);
+its lease heartbeat reads the requests too, so a missed notification costs at most one heartbeat.
+:meth:`ExecutorWorker.drain` (SIGTERM) stops claiming, stops every agent the ACP way (cancel, grace,
+kill), settles, and returns within ``drain_s``.
 """
 
 from __future__ import annotations
@@ -22,9 +25,14 @@ from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseKeeper
 from openab_voice.clock import Clock
 from openab_voice.store.jobs import JobStore
+from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord, WorkerState
 
 log = logging.getLogger(__name__)
+
+# How long a starting worker waits for its cancel LISTEN before it claims anyway (the heartbeat then
+# carries the cancels until the listener is up).
+_LISTEN_WAIT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +76,8 @@ class ExecutorWorker:
         self._settings = settings
         self._clock = clock
         self._draining = asyncio.Event()
+        self._cancel_listener: SettledListener | None = None
+        self._cancel_reads: set[asyncio.Task[None]] = set()
         self.claimed = 0
 
     @property
@@ -78,17 +88,51 @@ class ExecutorWorker:
         """Stop claiming and settle what runs (a signal handler may call it). Idempotent."""
         self._draining.set()
 
+    @property
+    def cancel_listener(self) -> SettledListener | None:
+        """The PostgreSQL listener for cancel requests (None on SQLite, or outside :meth:`run`)."""
+        return self._cancel_listener
+
     async def run(self) -> None:
         """Claim and run jobs until drained, then stop the agents, settle and report ``stopped``."""
         await self._leases.tick()  # reported (and a first reap) before the first claim: --health is green
         self._leases.start()
         try:
+            await self._listen_for_cancels()
             while not self._draining.is_set():
                 if self._executor.active < self._settings.concurrency and await self._claim():
                     continue  # maybe another job is waiting
                 await bounded(self._clock, self._settings.poll_s, self._draining.wait())
         finally:
             await self._stop()
+
+    async def _listen_for_cancels(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def requested(action_id: str) -> None:  # from the listener's thread
+            loop.call_soon_threadsafe(self._cancel_notified, action_id)
+
+        self._cancel_listener = self._store.listen_cancels(requested)
+        if self._cancel_listener is None:
+            return
+        self._cancel_listener.start()
+        if not await asyncio.to_thread(self._cancel_listener.wait_listening, _LISTEN_WAIT_S):
+            log.warning("not listening for cancels yet; the heartbeat carries them meanwhile")
+
+    def _cancel_notified(self, action_id: str) -> None:
+        """Someone asked, through the store, to cancel ``action_id``: if it is ours, read the request
+        now (the notification is only a wake-up; the store's request row is what counts)."""
+        if action_id not in self._leases.held:
+            return  # another worker's job, or one settled already
+        task = asyncio.create_task(self._read_cancel(action_id), name=f"cancel-read-{action_id}")
+        self._cancel_reads.add(task)
+        task.add_done_callback(self._cancel_reads.discard)
+
+    async def _read_cancel(self, action_id: str) -> None:
+        try:
+            await self._leases.forward_cancels({action_id})
+        except Exception:  # the store is away for a moment: the next heartbeat reads the request
+            log.exception("reading the cancel request of %s failed", action_id)
 
     async def _claim(self) -> bool:
         try:
@@ -127,6 +171,7 @@ class ExecutorWorker:
                 self._settings.drain_s,
             )
         await self._leases.aclose()
+        await self._stop_listening()
         self._leases.state = WorkerState.STOPPED
         try:
             await asyncio.to_thread(
@@ -138,3 +183,11 @@ class ExecutorWorker:
             )
         except Exception:
             log.exception("reporting the stop failed")
+
+    async def _stop_listening(self) -> None:
+        for task in list(self._cancel_reads):
+            task.cancel()
+        await asyncio.gather(*self._cancel_reads, return_exceptions=True)
+        if self._cancel_listener is not None:
+            await asyncio.to_thread(self._cancel_listener.close)
+            self._cancel_listener = None

@@ -10,6 +10,12 @@ job, ``normal`` mode: one permission, an edit, ``end_turn``):
   ``queued_confirm_to_running_ms`` is the same delay under that queue.
 - ``double_executions``: jobs started more than once (their ``start`` transitions) or whose
   workspace exists in more than one worker; ``not_succeeded``: jobs that did not end ``succeeded``.
+- ``cancel``: one worker (the default 10 s heartbeat), the agent in ``slow`` mode; ``--cancels``
+  times, once its prompt has arrived, the bot's cancel request is written to the store
+  (``JobStore.request_cancel``, which notifies the worker at commit). ``to_acp_cancel_ms``: from
+  just before that write to the agent receiving ``session/cancel`` (its own wall-clock stamp on
+  stderr; same host). ``heartbeat_only_ms``: the same with the request written without its
+  notification (the fallback; ``heartbeat_cancels`` of them, each waits for a heartbeat).
 
 PostgreSQL: ``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster as in ``bench
 actions``.
@@ -29,17 +35,23 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session
 
+from openab_voice.acp.spawn import STDERR_LOG
 from openab_voice.bench.actions import _postgres
 from openab_voice.bench.stats import summary
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
+from openab_voice.store.lease_rows import CANCEL_REQUESTED
 from openab_voice.store.records import NewAction
+from openab_voice.testing.acp_agent import CANCEL_RECEIVED, PROMPT_RECEIVED, received_at
 
 _WAIT_S = 900.0
+_HEARTBEAT_S = 10.0  # the default: what a cancel waited for before it was notified
 _CLOCK = SystemClock()
 
 
@@ -49,9 +61,11 @@ def run(
     jobs: int = 200,
     latency_jobs: int = 10,
     poll_s: float = 0.1,
+    cancels: int = 10,
+    heartbeat_cancels: int = 3,
     postgres_url: str | None = None,
 ) -> dict[str, Any]:
-    """Measure each worker count in ``workers``; the JSON report."""
+    """Measure each worker count in ``workers``, then ``cancels`` cancels; the JSON report."""
     with (
         tempfile.TemporaryDirectory(prefix="openab-bench-executor-") as scratch,
         _postgres(postgres_url, Path(scratch)) as server,
@@ -61,13 +75,62 @@ def run(
         by_count = {
             str(n): _measure(server, n, jobs, latency_jobs, poll_s, Path(scratch) / f"n{n}") for n in workers
         }
+        cancel = (
+            _measure_cancels(server, cancels, heartbeat_cancels, poll_s, Path(scratch) / "cancel")
+            if cancels
+            else None
+        )
     return {
         "jobs": jobs,
         "latency_jobs": latency_jobs,
         "poll_s": poll_s,
         "workers": by_count,
         "double_executions": sum(r["double_executions"] for r in by_count.values()),
+        "cancel": cancel,
     }
+
+
+def _measure_cancels(
+    server: str, cancels: int, heartbeat_cancels: int, poll_s: float, root: Path
+) -> dict[str, Any]:
+    url, drop = _fresh_schema(server)
+    try:
+        upgrade(url)
+        engine = open_engine(url)
+        store = JobStore(engine, SystemClock())
+        worker = _Worker(url, root, "bench-cancel", poll_s, mode="slow")
+        try:
+            notified = [_cancel_once(store, engine, worker, notify=True) for _ in range(cancels)]
+            quiet = [_cancel_once(store, engine, worker, notify=False) for _ in range(heartbeat_cancels)]
+            statuses = [store.require(j).status.value for j, _ in notified + quiet]
+        finally:
+            exit_code = worker.stop()
+            store.close()
+        return {
+            "heartbeat_s": _HEARTBEAT_S,
+            "to_acp_cancel_ms": summary([ms for _, ms in notified]),
+            "heartbeat_only_ms": summary([ms for _, ms in quiet]),
+            "not_cancelled": sum(s != JobStatus.CANCELLED.value for s in statuses),
+            "worker_exit_code": exit_code,
+        }
+    finally:
+        drop()
+
+
+def _cancel_once(store: JobStore, engine: Engine, worker: _Worker, *, notify: bool) -> tuple[str, float]:
+    """One slow job, cancelled once its prompt arrived: (its id, cancel → ``session/cancel`` in ms)."""
+    [job] = _confirm(store, 1)
+    log = worker.data_dir / "workspaces" / job / "private" / "logs" / STDERR_LOG
+    _wait(lambda: bool(received_at(log, PROMPT_RECEIVED)), "the prompt at the agent")
+    asked = _CLOCK.wall()
+    if notify:
+        store.request_cancel(job, actor="bench")
+    else:  # the request row alone, as if the notification were lost: only the heartbeat carries it
+        with Session(engine) as session, session.begin():
+            add_audit(session, now=asked, kind=CANCEL_REQUESTED, actor="bench", action_id=job, detail={})
+    _wait(lambda: bool(received_at(log, CANCEL_RECEIVED)), "session/cancel at the agent")
+    _wait(lambda: store.require(job).status.terminal, "the cancelled job to settle")
+    return job, (received_at(log, CANCEL_RECEIVED)[0] - asked) * 1000.0
 
 
 def _measure(
@@ -113,7 +176,7 @@ def _measure(
 
 
 class _Worker:
-    def __init__(self, url: str, root: Path, node: str, poll_s: float) -> None:
+    def __init__(self, url: str, root: Path, node: str, poll_s: float, *, mode: str = "normal") -> None:
         self.data_dir = root / node
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}
         env.update(
@@ -121,9 +184,10 @@ class _Worker:
                 "OPENAB_DATABASE_URL": url,
                 "OPENAB_DATA_DIR": str(self.data_dir),
                 "OPENAB_NODE_ID": node,
-                "OPENAB_ACP_AGENT_COMMAND": f"{sys.executable} -m openab_voice.testing.acp_agent --mode normal",
+                "OPENAB_ACP_AGENT_COMMAND": f"{sys.executable} -m openab_voice.testing.acp_agent --mode {mode}",
                 "OPENAB_ACP_SANDBOX": "off",
                 "OPENAB_EXECUTOR_POLL_S": str(poll_s),
+                "OPENAB_HEARTBEAT_S": str(_HEARTBEAT_S),
                 "OPENAB_LOG_LEVEL": "WARNING",
             }
         )

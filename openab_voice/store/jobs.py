@@ -29,7 +29,7 @@ from openab_voice.store.audit_rows import add_audit, audit_entries
 from openab_voice.store.convert import action_record, transition_record
 from openab_voice.store.database import translate_errors
 from openab_voice.store.models import Action, ActionTransition
-from openab_voice.store.notify import SettledListener
+from openab_voice.store.notify import CANCEL_CHANNEL, SettledListener
 from openab_voice.store.records import (
     ActionFields,
     ActionRecord,
@@ -314,7 +314,9 @@ class JobStore:
     def request_cancel(self, action_id: str, *, actor: str) -> bool:
         """Ask the process holding ``action_id``'s lease to cancel it (durable, audited).
 
-        Its heartbeat reads the request (:meth:`cancel_requests`) and cancels the agent the ACP way;
+        On PostgreSQL the write also notifies :data:`~openab_voice.store.notify.CANCEL_CHANNEL` at
+        commit, so a listening holder cancels at once; its heartbeat reads the request
+        (:meth:`cancel_requests`) either way, the fallback. The holder cancels the agent the ACP way;
         the job's status is its to write. False, with nothing written, when the job is not running.
         """
         with self._transaction() as session:
@@ -331,6 +333,13 @@ class JobStore:
         if self._engine.url.get_backend_name() != "postgresql":
             return None
         return SettledListener(self._engine.url, on_settled)
+
+    def listen_cancels(self, on_cancel: Callable[[str], None]) -> SettledListener | None:
+        """A listener (not started) calling ``on_cancel`` with the id of each job someone asked to
+        cancel (:meth:`request_cancel`), from its thread; None on SQLite (the heartbeat reads them)."""
+        if self._engine.url.get_backend_name() != "postgresql":
+            return None
+        return SettledListener(self._engine.url, on_cancel, channel=CANCEL_CHANNEL)
 
     def undelivered_results(self, *, owner_prefix: str, limit: int = 50) -> list[ActionRecord]:
         """Settled jobs run by owners starting with ``owner_prefix`` whose result nobody delivered yet.

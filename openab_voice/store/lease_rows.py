@@ -20,6 +20,7 @@ from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store import action_rows, workspace_rows
 from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.models import Action, AuditEntry, ExecutorWorker
+from openab_voice.store.notify import notify_cancel_requested
 from openab_voice.store.records import ActionRecord, WorkerRecord, WorkerState
 
 _LEASED = (JobStatus.CONFIRMED.value, JobStatus.RUNNING.value)
@@ -138,6 +139,7 @@ def request_cancel(session: Session, action_id: str, *, now: float, actor: str) 
         action_id=action_id,
         detail={"lease_owner": found.lease_owner},
     )
+    notify_cancel_requested(session, action_id)  # at commit: the holder cancels at once, not next beat
     return True
 
 

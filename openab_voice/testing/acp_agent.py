@@ -85,6 +85,8 @@ from acp.schema import (
     ToolKind,
 )
 
+from openab_voice.clock import SystemClock
+
 MODES = (
     "normal",
     "always-only",
@@ -105,6 +107,10 @@ SETSID_MARKER = "openab-setsid-child"
 SESSION_ID = "scripted-session-1"
 LOGIN_METHOD = "api-key"
 SLOW_TURN_S = 60.0
+# Written to stderr with the wall time (seconds) each ``session/prompt`` and ``session/cancel`` arrives.
+PROMPT_RECEIVED = "session/prompt received at"
+_CLOCK = SystemClock()
+CANCEL_RECEIVED = "session/cancel received at"
 _ONCE: tuple[PermissionOptionKind, ...] = ("allow_once", "reject_once", "allow_always")
 _ALWAYS: tuple[PermissionOptionKind, ...] = ("allow_always", "reject_always")
 
@@ -171,9 +177,12 @@ class ScriptedAgent:
         return NewSessionResponse(session_id=SESSION_ID)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        # The wall time it arrived, for tests and `bench executor` (the client drains stderr to a log).
+        print(f"{CANCEL_RECEIVED} {_CLOCK.wall():.6f}", file=sys.stderr, flush=True)
         self._cancelled.set()
 
     async def prompt(self, session_id: str, prompt: list[PromptBlock], **kwargs: Any) -> PromptResponse:
+        print(f"{PROMPT_RECEIVED} {_CLOCK.wall():.6f}", file=sys.stderr, flush=True)
         goal = " ".join(block.text for block in prompt if isinstance(block, TextContentBlock))
         match self.mode:
             case "crash":
@@ -319,6 +328,16 @@ def _exec_environment() -> dict[str, str]:
 def _become_unkillable_but_by_sigkill() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _HANG_FOREVER.set()
+
+
+def received_at(stderr_log: Path, what: str) -> list[float]:
+    """The wall times ``what`` (:data:`PROMPT_RECEIVED` or :data:`CANCEL_RECEIVED`) arrived, from the
+    agent's stderr log (none yet when the log does not exist)."""
+    try:
+        lines = stderr_log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    return [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(what + " ")]
 
 
 # Set by the hang modes: main() then blocks even after stdin closes.

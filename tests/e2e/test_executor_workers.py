@@ -5,7 +5,8 @@ Every job runs exactly once across N workers; a worker killed with SIGKILL mid-j
 its workspace quarantined, and the other jobs are unaffected; SIGTERM drains (the agent is cancelled
 per ACP, the job settled, the worker exits 0 within its bound); ``--health`` follows the heartbeat;
 a bot with remote executors queues a confirmation and delivers what a real worker did, its cancel
-reaches the worker holding the lease, and its restart leaves a running worker's job untouched.
+reaches the worker holding the lease (at once by the store's notification; by the heartbeat when the
+notification is missed), and its restart leaves a running worker's job untouched.
 
 The test waits for the workers by reading the store (they are other processes: there is no gate to
 hold them at), with a deadline per wait.
@@ -24,14 +25,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
+from openab_voice.acp.spawn import STDERR_LOG
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import LEASE_EXPIRED_REASON, JobStore
+from openab_voice.store.lease_rows import CANCEL_REQUESTED
 from openab_voice.store.records import NewAction, WorkerState, WorkspaceState
+from openab_voice.testing.acp_agent import CANCEL_RECEIVED, PROMPT_RECEIVED, received_at
 from tests.fakes.actions import OPERATOR, plane_rig, request
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -377,3 +383,45 @@ async def test_a_bot_restart_while_a_worker_runs_touches_no_live_job(
         assert after.store.require(action_id).status is JobStatus.CANCELLED
         assert len(after.channel.results()) == 1  # the new bot delivered the worker's verdict
     assert worker.stop() == 0
+
+
+def agent_log(worker: Worker, action_id: str) -> Path:
+    return worker.data_dir / "workspaces" / action_id / "private" / "logs" / STDERR_LOG
+
+
+def test_a_cancel_reaches_the_worker_by_notification_long_before_its_heartbeat(
+    store: JobStore, workers: Callable[..., Worker]
+) -> None:
+    # A 20 s heartbeat: a cancel carried only by it would take up to 20 s (10 s on average).
+    worker = workers("wn", mode="slow", OPENAB_LEASE_S="60", OPENAB_HEARTBEAT_S="20")
+    [job] = confirm_jobs(store, 1, "a long piece of work")
+    log = agent_log(worker, job)
+    wait_until(lambda: bool(received_at(log, PROMPT_RECEIVED)), "the prompt at the agent")
+
+    asked = time.time()
+    assert store.request_cancel(job, actor="111222333444555666")
+    wait_until(lambda: bool(received_at(log, CANCEL_RECEIVED)), "session/cancel at the agent", 30.0)
+    [arrived] = received_at(log, CANCEL_RECEIVED)
+    assert arrived - asked < 2.0, f"cancel took {arrived - asked:.3f} s"
+    wait_until(lambda: store.require(job).status.terminal, "the job to settle", 30.0)
+    assert store.require(job).status is JobStatus.CANCELLED
+    assert worker.stop() == 0, worker.output()
+
+
+def test_a_cancel_whose_notification_is_missed_still_arrives_with_the_heartbeat(
+    db_url: str, store: JobStore, workers: Callable[..., Worker]
+) -> None:
+    worker = workers("wh", mode="slow", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="1")
+    [job] = confirm_jobs(store, 1, "a long piece of work")
+    log = agent_log(worker, job)
+    wait_until(lambda: bool(received_at(log, PROMPT_RECEIVED)), "the prompt at the agent")
+
+    # The request row without its NOTIFY (as if the worker's listener were reconnecting).
+    engine = open_engine(db_url)
+    with Session(engine) as session, session.begin():
+        add_audit(session, now=time.time(), kind=CANCEL_REQUESTED, actor="test", action_id=job, detail={})
+    engine.dispose()
+    wait_until(lambda: store.require(job).status.terminal, "the job to settle", 30.0)
+    assert store.require(job).status is JobStatus.CANCELLED
+    assert len(received_at(log, CANCEL_RECEIVED)) == 1
+    assert worker.stop() == 0, worker.output()

@@ -41,9 +41,39 @@ def test_only_a_committed_settlement_is_notified(job_store: JobStore, make_propo
         listener.close()
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_cancel_request_is_notified_on_its_own_channel_only_when_written(
+    job_store: JobStore, make_proposal: MakeProposal
+) -> None:
+    cancels: queue.Queue[str] = queue.Queue()
+    settled: queue.Queue[str] = queue.Queue()
+    listeners = [job_store.listen_cancels(cancels.put), job_store.listen_settled(settled.put)]
+    for listener in listeners:
+        assert listener is not None
+        listener.start()
+    try:
+        assert all(listener.wait_listening(10) for listener in listeners if listener is not None)
+        job, _ = job_store.create(make_proposal())
+        job_store.apply(job.id, JobEvent.DELIVER, actor="test")
+        assert not job_store.request_cancel(job.id, actor="test")  # not running: nothing written
+        job_store.apply(job.id, JobEvent.CONFIRM, actor="test", confirmed_by=1)
+        running = worker_starts(job_store)
+        assert job_store.request_cancel(running.id, actor="test")
+
+        assert cancels.get(timeout=10) == job.id
+        with pytest.raises(queue.Empty):
+            cancels.get(timeout=0.5)
+        assert settled.empty()  # a request settles nothing
+    finally:
+        for listener in listeners:
+            if listener is not None:
+                listener.close()
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_sqlite_has_no_listener(job_store: JobStore) -> None:
     assert job_store.listen_settled(lambda _id: None) is None
+    assert job_store.listen_cancels(lambda _id: None) is None
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
