@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +49,32 @@ class Settings(BaseSettings):
         default=None, gt=0, description="Sync slash commands to this guild only (instant); global otherwise."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
+
+    # --- shards (many guilds: one bot pod per shard range) ---
+    shard_count: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_536,
+        description=(
+            "discord.py shards in all, the same in every bot pod (a guild is on shard "
+            "(guild_id >> 22) % count); unset: one process holds every guild."
+        ),
+    )
+    shards_per_pod: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Shards one bot process runs: ordinal * this up to the next pod's (needs OPENAB_SHARD_COUNT).",
+    )
+    shard_ordinal: int | None = Field(
+        default=None,
+        ge=0,
+        le=65_535,
+        description=(
+            "This bot pod's place among them (default: N of a StatefulSet host name ending in -N; "
+            "needs OPENAB_SHARD_COUNT)."
+        ),
+    )
 
     # --- receive ---
     jitter_depth: int = Field(default=3, ge=1, le=25, description="Jitter buffer depth in 20 ms packets.")
@@ -332,7 +360,20 @@ class Settings(BaseSettings):
             raise ValueError("acp_agent_command is required when actions_enabled")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ValueError("heartbeat_s must be at most half of lease_s")
+        self._check_shards()
         return self
+
+    def _check_shards(self) -> None:
+        if self.shard_count is None:
+            if self.shards_per_pod != 1:
+                raise ValueError("shards_per_pod needs shard_count")
+            if self.shard_ordinal is not None:
+                raise ValueError("shard_ordinal needs shard_count")
+            return
+        if self.shards_per_pod > self.shard_count:
+            raise ValueError(f"shards_per_pod must be at most shard_count ({self.shard_count})")
+        if self.shard_ordinal is not None and self.shard_ordinal * self.shards_per_pod >= self.shard_count:
+            raise ValueError(f"shard_ordinal {self.shard_ordinal} is past the last pod ({_pods(self) - 1})")
 
     @classmethod
     def settings_customise_sources(
@@ -346,6 +387,61 @@ class Settings(BaseSettings):
         # load_settings() maps an explicit environment onto init values, so tests and the demo
         # never depend on (or mutate) the process environment.
         return (init_settings,)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRange:
+    """The discord.py shards one bot process runs, out of ``count``; it owns their guilds' voice
+    sessions, proposals and result deliveries."""
+
+    ids: tuple[int, ...]
+    count: int
+
+    def owns(self, guild_id: int) -> bool:
+        return shard_of(guild_id, self.count) in self.ids
+
+
+def shard_of(guild_id: int, count: int) -> int:
+    """The shard of ``guild_id`` among ``count`` (Discord's rule: ``(guild_id >> 22) % count``)."""
+    return (guild_id >> 22) % count
+
+
+def shard_range(settings: Settings, *, hostname: str | None = None) -> ShardRange | None:
+    """This process's shards: pod ``ordinal`` runs ``ordinal * per_pod`` up to the next pod's first.
+
+    The ordinal is ``OPENAB_SHARD_ORDINAL``, else the ``N`` of a StatefulSet pod's host name
+    (``openab-bot-N``). None when ``OPENAB_SHARD_COUNT`` is unset: one process, every guild.
+
+    Raises:
+        ConfigError: naming ``OPENAB_SHARD_ORDINAL`` when there is no ordinal, or it is past the last pod.
+    """
+    if settings.shard_count is None:
+        return None
+    ordinal = settings.shard_ordinal
+    if ordinal is None:
+        name = socket.gethostname() if hostname is None else hostname
+        found = re.fullmatch(r".*-(\d+)", name)
+        if found is None:
+            raise ConfigError(
+                f"OPENAB_SHARD_ORDINAL is unset and the host name {name!r} does not end in -N "
+                "(a StatefulSet pod's)",
+                setting="OPENAB_SHARD_ORDINAL",
+            )
+        ordinal = int(found.group(1))
+    first = ordinal * settings.shards_per_pod
+    if first >= settings.shard_count:
+        raise ConfigError(
+            f"OPENAB_SHARD_ORDINAL: pod {ordinal} has no shard ({settings.shard_count} shards, "
+            f"{settings.shards_per_pod} per pod: pods 0-{_pods(settings) - 1})",
+            setting="OPENAB_SHARD_ORDINAL",
+        )
+    last = min(first + settings.shards_per_pod, settings.shard_count)
+    return ShardRange(ids=tuple(range(first, last)), count=settings.shard_count)
+
+
+def _pods(settings: Settings) -> int:
+    count = settings.shard_count or 1
+    return -(-count // settings.shards_per_pod)
 
 
 # Set by us in every agent's environment (its private, throwaway directories).
