@@ -10,6 +10,7 @@ conversation. Start with :class:`LoopbackRealtimeServer`.
 
 from openab_voice.testing.realtime.conversation import HeldItem, TimedWord, Truncation
 from openab_voice.testing.realtime.faults import DropRule, Faults, ResponseFailure
+from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import (
     CallFunction,
     ChatModelResponder,
@@ -20,7 +21,7 @@ from openab_voice.testing.realtime.responder import (
     Speak,
     Turn,
 )
-from openab_voice.testing.realtime.response import Pacing, ResponseRecord
+from openab_voice.testing.realtime.response import ResponseRecord
 from openab_voice.testing.realtime.server import KNOWN_MODELS, LoopbackRealtimeServer
 from openab_voice.testing.realtime.session import DEFAULT_RATE_LIMITS, LoopbackSession
 from openab_voice.testing.realtime.speech import (

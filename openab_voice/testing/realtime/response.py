@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypedDict, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from openai.types.realtime import (
     ConversationItemAdded,
@@ -29,7 +28,6 @@ from openai.types.realtime import (
     RealtimeFunctionTool,
     RealtimeResponse,
     RealtimeResponseStatus,
-    RealtimeResponseUsage,
     RealtimeSessionCreateRequest,
     ResponseAudioDeltaEvent,
     ResponseAudioDoneEvent,
@@ -48,9 +46,7 @@ from openai.types.realtime import (
 )
 from openai.types.realtime.conversation_item import ConversationItem
 from openai.types.realtime.rate_limits_updated_event import RateLimit
-from openai.types.realtime.realtime_audio_formats import AudioPCM
 from openai.types.realtime.realtime_conversation_item_assistant_message import Content as AssistantContent
-from openai.types.realtime.realtime_response import Audio, AudioOutput
 from openai.types.realtime.realtime_response_status import Error as StatusError
 from openai.types.realtime.response_content_part_added_event import Part as AddedPart
 from openai.types.realtime.response_content_part_done_event import Part as DonePart
@@ -58,37 +54,23 @@ from openai.types.realtime.response_content_part_done_event import Part as DoneP
 from openab_voice.clock import Clock
 from openab_voice.testing.realtime.conversation import Conversation, HeldItem, TimedWord, audio_ms
 from openab_voice.testing.realtime.faults import ResponseFailure
+from openab_voice.testing.realtime.pacing import Pacer, Pacing, split_sentences, timed_words
 from openab_voice.testing.realtime.responder import CallFunction, Reply, Responder, Speak, Turn
+from openab_voice.testing.realtime.response_objects import CallIds, ItemIds, Status, response_object
 from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
 from openab_voice.testing.realtime.speech import Listener, Voice
 from openab_voice.testing.realtime.turns import build_turn
 from openab_voice.testing.realtime.wire import ServerEvent, new_id
 
-__all__ = ["Pacing", "ResponseRecord", "ResponseRun", "SendEvent", "split_sentences"]
+__all__ = ["ResponseRecord", "ResponseRun", "SendEvent"]
 
 T = TypeVar("T")
-Status = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
 
 
 class SendEvent(Protocol):
     """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent."""
 
     async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pacing:
-    """How audio leaves the server.
-
-    Attributes:
-        first_audio_latency_s: earliest first audio delta after the ``response.create`` arrived.
-        chunk_ms: audio per ``response.output_audio.delta``.
-        realtime_factor: 1 sends audio as fast as it plays, 2 twice as fast, 0 as fast as possible.
-    """
-
-    first_audio_latency_s: float = 0.0
-    chunk_ms: int = 100
-    realtime_factor: float = 1.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -107,27 +89,8 @@ class ResponseRecord:
     sentences: list[str] = field(default_factory=list)
 
 
-class _Ids(TypedDict):
-    item_id: str
-    content_index: int
-    output_index: int
-    response_id: str
-
-
-class _CallIds(TypedDict):
-    item_id: str
-    call_id: str
-    output_index: int
-    response_id: str
-
-
 class _Cancelled(Exception):
     """Raised inside the run when a cancel won the race against what it was waiting for."""
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences, each synthesized on its own (so the first audio does not wait for the whole text)."""
-    return [part.strip() for part in re.split(r"(?<=[.!?])\s+", text.strip()) if part.strip()]
 
 
 class ResponseRun:
@@ -163,11 +126,10 @@ class ResponseRun:
         self._voice = voice
         self._clock = clock
         self._pacing = pacing
-        self._started_at = started_at
         self._failure = failure
         self._rate_limits = rate_limits
         self._cancel = asyncio.Event()
-        self._audio_origin: float | None = None
+        self._pacer = Pacer(pacing, started_at=started_at)
         self._held: HeldItem | None = None
         self._pending: list[asyncio.Task[bytes]] = []
 
@@ -247,7 +209,7 @@ class ResponseRun:
         )
         held = HeldItem(item=item)
         await self._add_item(held)
-        ids: _CallIds = {
+        ids: CallIds = {
             "item_id": held.id,
             "call_id": call.call_id,
             "output_index": 0,
@@ -284,7 +246,7 @@ class ResponseRun:
                 self._pending.append(asyncio.ensure_future(self._voice.synthesize(sentences[index + 1])))
             pcm = await self._race(self._pending[index])
             offset = audio_ms(held.audio)
-            words = _timed_words(sentence, offset, audio_ms(pcm))
+            words = timed_words(sentence, offset, audio_ms(pcm))
             if not pcm:
                 await self._transcript(held, words)
                 continue
@@ -341,16 +303,14 @@ class ResponseRun:
             self.record.transcript_sent += delta
 
     async def _pace(self, position_ms: float) -> None:
-        """Wait until the audio at ``position_ms`` is due (late synthesis moves the schedule back)."""
-        now = self._clock.monotonic()
-        factor = self._pacing.realtime_factor
-        if self._audio_origin is None:
-            self._audio_origin = max(now, self._started_at + self._pacing.first_audio_latency_s)
-        due = self._audio_origin + (position_ms / 1000.0 / factor if factor > 0 else 0.0)
-        if due < now:  # an underrun: the listener has heard everything sent, so the schedule restarts
-            self._audio_origin += now - due
-            due = now
-        await self._race(self._clock.sleep(due - now))
+        """Wait until the audio at ``position_ms`` is due."""
+
+        async def until_due() -> None:
+            # The delay is read when the sleep starts, in the same step: read earlier, a clock
+            # advanced in between would push the deadline later than due.
+            await self._clock.sleep(self._pacer.delay(position_ms, self._clock.monotonic()))
+
+        await self._race(until_due())
 
     # --- items, parts and the response object --------------------------------------------------
 
@@ -476,39 +436,21 @@ class ResponseRun:
             type="response.content_part.added", event_id=new_id("event"), part=part, **self._ids(held)
         )
 
-    def _ids(self, held: HeldItem) -> _Ids:
+    def _ids(self, held: HeldItem) -> ItemIds:
         return {"item_id": held.id, "content_index": 0, "output_index": 0, "response_id": self.id}
 
     def _response(
         self, status: Status, output: list[ConversationItem], details: RealtimeResponseStatus | None = None
     ) -> RealtimeResponse:
-        voice = self._config.audio.output.voice if self._config.audio and self._config.audio.output else None
-        words = len(self.record.transcript_sent.split())
-        usage = (
-            RealtimeResponseUsage(input_tokens=0, output_tokens=words, total_tokens=words)
-            if status != "in_progress"
-            else None
+        return response_object(
+            self.id,
+            status,
+            output,
+            config=self._config,
+            out_of_band=self._out_of_band,
+            details=details,
+            output_words=len(self.record.transcript_sent.split()),
         )
-        response = RealtimeResponse(
-            id=self.id,
-            object="realtime.response",
-            status=status,
-            output=output,
-            conversation_id=None if self._out_of_band else "conv_loopback",
-            output_modalities=["audio"] if output_is_audio(self._config) else ["text"],
-            max_output_tokens="inf",
-            audio=Audio(
-                output=AudioOutput(
-                    format=AudioPCM(type="audio/pcm", rate=PCM_RATE),
-                    voice=voice if isinstance(voice, str) or voice is None else voice.id,
-                )
-            ),
-        )
-        if details is not None:
-            response.status_details = details
-        if usage is not None:
-            response.usage = usage
-        return response
 
     async def _race(self, awaitable: Awaitable[T]) -> T:
         """``await awaitable``, unless :meth:`cancel` comes first (then raise :class:`_Cancelled`)."""
@@ -524,16 +466,3 @@ class ResponseRun:
             return task.result()
         task.cancel()
         raise _Cancelled
-
-
-def _timed_words(sentence: str, offset_ms: float, duration_ms: float) -> list[tuple[float, TimedWord]]:
-    """(start, word with its end) for each word, spread over the sentence's audio by length."""
-    words = sentence.split()
-    total = sum(len(w) + 1 for w in words) or 1
-    out: list[tuple[float, TimedWord]] = []
-    done = 0
-    for word in words:
-        start = offset_ms + duration_ms * done / total
-        done += len(word) + 1
-        out.append((start, TimedWord(text=word, end_ms=offset_ms + duration_ms * done / total)))
-    return out

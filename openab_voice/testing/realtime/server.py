@@ -33,8 +33,8 @@ from websockets.http11 import Request, Response
 
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.testing.realtime.faults import Faults
+from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import Responder, ScriptedResponder, Turn
-from openab_voice.testing.realtime.response import Pacing
 from openab_voice.testing.realtime.session import LoopbackSession, SessionServices
 from openab_voice.testing.realtime.speech import Listener, PiperVoice, Voice, WhisperListener
 from openab_voice.testing.realtime.wire import dump_server_event, error_event

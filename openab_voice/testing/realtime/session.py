@@ -43,8 +43,10 @@ from openai.types.realtime import (
     RealtimeErrorEvent,
     RealtimeFunctionTool,
     RealtimeSessionCreateRequest,
+    ResponseAudioDeltaEvent,
     ResponseCancelEvent,
     ResponseCreateEvent,
+    ResponseDoneEvent,
     SessionCreatedEvent,
     SessionUpdatedEvent,
     SessionUpdateEvent,
@@ -58,8 +60,9 @@ from websockets.exceptions import ConnectionClosed
 from openab_voice.clock import Clock
 from openab_voice.testing.realtime.conversation import Conversation, HeldItem, ItemRefusal, audio_ms
 from openab_voice.testing.realtime.faults import Faults
+from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import Responder
-from openab_voice.testing.realtime.response import Pacing, ResponseRecord, ResponseRun
+from openab_voice.testing.realtime.response import ResponseRecord, ResponseRun
 from openab_voice.testing.realtime.session_config import (
     ConfigRefusal,
     apply_update,
@@ -214,6 +217,11 @@ class LoopbackSession:
             if faults.should_drop(event.type, audio_ms_after=audio_ms_after):
                 await self.drop()
                 raise ConnectionDropped(event.type)
+            if isinstance(event, ResponseDoneEvent) and self._active is not None:
+                # Over before the client can read it: a response.create right after is not refused.
+                self._active = None
+            elif isinstance(event, ResponseAudioDeltaEvent):
+                self._has_spoken = True  # the voice is fixed from the first audio on
             await self._ws.send(dump_server_event(event))
             self.sent.append(event)
         await self._notify()
@@ -440,14 +448,12 @@ class LoopbackSession:
 
     async def _run(self, run: ResponseRun) -> None:
         try:
-            record = await run.run()
+            await run.run()
         except (ConnectionClosed, ConnectionDropped):
             return
         finally:
             if self._active is run:
                 self._active = None
-        if record.audio_ms_sent > 0:
-            self._has_spoken = True
         await self._notify()
         faults = self._services.faults
         done = sum(1 for r in self.responses if r.status != "in_progress")
