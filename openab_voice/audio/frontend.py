@@ -209,6 +209,17 @@ class FrontEnd:
         if speaker is not None:
             self._removed.append((speaker, reason))
 
+    def break_capture(self, reason: str = "voice_gap") -> tuple[str, ...]:
+        """The capture broke off for everyone (the voice connection's gap): end each speaker's speech
+        in progress after the frames already pushed, and start the frames pushed from now on in
+        fresh pipelines, so nothing before the break joins anything after it. Any thread; returns
+        the speakers it ended."""
+        with self._speakers_lock:
+            speakers = tuple(self._speakers)
+        for speaker_id in speakers:
+            self.remove_speaker(speaker_id, reason)
+        return speakers
+
     def subscribe(
         self, speaker_id: str | None = None, *, maxsize: int | None = None
     ) -> ProcessedCaptureStream:
@@ -240,9 +251,19 @@ class FrontEnd:
         # the frames it vouches for, so every one of them is in the rings now. Read after the drain,
         # it could vouch for frames pushed meanwhile and end a speech that is still arriving.
         idle_now = self._idle_now()
+        outputs: list[ProcessedFrame] = []
         while self._removed:
             speaker, reason = self._removed.popleft()
-            self._stop(speaker, reason)
+            # What it pushed before it was removed is still its own: processed, then its speech
+            # ends (in order, before any frame of a pipeline that replaced it).
+            if speaker.pipeline is not None:
+                for frame in speaker.ring.drain():
+                    out = speaker.pipeline.process(frame)
+                    if out is not None:
+                        outputs.append(out)
+            ended = self._stop(speaker, reason)
+            if ended is not None:
+                outputs.append(ended)
         with self._speakers_lock:
             speakers = list(self._speakers.values())
         for speaker in speakers:
@@ -258,7 +279,6 @@ class FrontEnd:
                 self._render_recent.append(shared)
                 for pipeline in pipelines:
                     pipeline.add_render(shared)
-        outputs: list[ProcessedFrame] = []
         for speaker in speakers:
             frames = speaker.ring.drain()
             if speaker.pipeline is None:
@@ -333,12 +353,13 @@ class FrontEnd:
         )
         return pipeline
 
-    def _stop(self, speaker: _Speaker, reason: str) -> None:
+    def _stop(self, speaker: _Speaker, reason: str) -> ProcessedFrame | None:
+        """Close the speaker's pipeline; returns the frame that ends its speech in progress, if any."""
         pipeline, speaker.pipeline = speaker.pipeline, None
         speaker.ring.clear()
         if pipeline is None:
-            return
-        pipeline.close(reason)
+            return None
+        end = pipeline.close(reason)
         self._outbox.append(
             AudioPipelineStopped(
                 at=self._clock.monotonic(),
@@ -347,6 +368,7 @@ class FrontEnd:
                 frames=pipeline.frames,
             )
         )
+        return end
 
     def _emit(self, event: Event) -> None:
         self._outbox.append(event)

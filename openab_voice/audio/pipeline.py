@@ -285,14 +285,46 @@ class SpeakerPipeline:
                 out.append(processed)
         return out
 
-    def close(self, reason: str = "closed") -> None:
-        """End any speech in progress and release the providers (idempotent)."""
+    def close(self, reason: str = "closed") -> ProcessedFrame | None:
+        """End any speech in progress and release the providers (idempotent).
+
+        Returns:
+            When user speech was in progress, the frame that ends it in the processed stream, in
+            order with the frames before it: 10 ms of silence (``concealed``) right after the last
+            capture, ``user_speech`` False and ``speech_end`` set, so a consumer ends the utterance
+            exactly there instead of waiting for a ``SpeechEnded`` that races later frames (a
+            voice connection's gap: the speaker's next frames come from a new pipeline). None
+            otherwise.
+        """
         transition = self.vad.force_end()
         if transition is not None:
             self._on_transition(transition, reason)
         self.apm.close()
         self.vad.close()
         self._resampler.reset()  # frees the native soxr stream now, not whenever this object is collected
+        speech_end, self._speech_end = self._speech_end, None
+        last = self._last_input
+        if speech_end is None or last is None:
+            return None
+        rate = self.settings.internal_rate
+        return ProcessedFrame(
+            frame=AudioFrame(
+                pcm=bytes(2 * (rate // 100)),
+                sample_rate=rate,
+                channels=1,
+                timestamp=self._last_capture_end if self._last_capture_end is not None else speech_end,
+                frame_id=last.frame_id,
+                speaker_id=self.speaker_id,
+                concealed=True,
+            ),
+            speech=False,
+            user_speech=False,
+            speech_probability=0.0,
+            bot_speaking=self.gate.bot_speaking,
+            apm_ok=True,
+            degraded=False,
+            speech_end=speech_end,
+        )
 
     def _on_transition(self, transition: VadTransition, reason: str = "silence") -> None:
         if transition.edge is VadEdge.START:

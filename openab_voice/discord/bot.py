@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +46,17 @@ class VoiceBot(discord.Client):
         command_guild_id: int | None = None,
         connector: aiohttp.BaseConnector | None = None,
         guild_ready_timeout: float = 2.0,
+        shard_ids: Sequence[int] | None = None,
+        shard_count: int | None = None,
     ) -> None:
         intents = discord.Intents.default()  # guilds + voice_states; no privileged intents needed
-        super().__init__(intents=intents, connector=connector, guild_ready_timeout=guild_ready_timeout)
+        # Shards only reach discord.AutoShardedClient (ShardedVoiceBot); a plain Client gets none.
+        shards: dict[str, Any] = {}
+        if shard_count is not None:
+            shards = {"shard_ids": list(shard_ids or range(shard_count)), "shard_count": shard_count}
+        super().__init__(
+            intents=intents, connector=connector, guild_ready_timeout=guild_ready_timeout, **shards
+        )
         built = parts(self)
         self._voice = built.voice
         self._actions = built.actions
@@ -75,6 +83,14 @@ class VoiceBot(discord.Client):
         log.info("synced %d application commands", len(synced))
         if self._actions is not None:
             await self._actions.start()
+
+    async def on_disconnect(self) -> None:
+        """The main gateway dropped (voice connections live on their own websockets)."""
+        self._voice.gateway_lost()
+
+    async def on_resumed(self) -> None:
+        """The main gateway RESUMEd: nothing was missed, sessions report the gap."""
+        self._voice.gateway_resumed()
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Confirm / Reject clicks on proposals (slash commands are the command tree's)."""
@@ -123,3 +139,9 @@ class VoiceBot(discord.Client):
         if self._actions is not None:
             await self._actions.aclose()
         await super().close()
+
+
+class ShardedVoiceBot(VoiceBot, discord.AutoShardedClient):
+    """The same bot as discord.py shards: this process IDENTIFYs as ``shard_ids`` of ``shard_count``
+    (one gateway connection each), and Discord sends it only those shards' guilds, so the voice
+    sessions and proposals it holds are theirs alone."""

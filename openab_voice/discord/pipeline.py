@@ -211,6 +211,28 @@ class ReceivePipeline:
             )
         )
 
+    def cut(self, *, new_session: bool) -> tuple[str, ...]:
+        """The voice connection broke: play out every jitter buffer now and start each stream
+        afresh at its next packet (nothing is concealed across the gap, and frame times re-anchor
+        on arrival). With ``new_session`` (a rejoin or a move) everything the old session taught is
+        forgotten too: the SSRC map (a new session may give an SSRC to someone else), packets held
+        for unmapped SSRCs, and the transport key until the new op 4.
+
+        Returns:
+            The speakers whose streams were cut, sorted.
+        """
+        speakers = sorted({self._users[ssrc][0] for ssrc in self._streams if ssrc in self._users})
+        for ssrc in list(self._streams):
+            for frame in self._streams.pop(ssrc).drain():
+                self._emit(frame)
+        if new_session:
+            self.stats.drop_unattributed(reasons.SESSION_RESET, sum(len(q) for q in self._held.values()))
+            self._held.clear()
+            self._users.clear()
+            self._ssrc_of.clear()
+            self._cipher = None
+        return tuple(speakers)
+
     def close(self) -> None:
         """Play out every jitter buffer (shutdown)."""
         for ssrc in list(self._streams):

@@ -73,6 +73,12 @@ class _DaveSource:
 
 
 @dataclass(frozen=True, slots=True)
+class _Cut:
+    new_session: bool
+    then: Callable[[tuple[str, ...]], object] | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Tick:
     at: float
 
@@ -87,7 +93,7 @@ class _Stop:
     at: float
 
 
-_Control = _Map | _Remove | _Transport | _DaveSource | _Tick | _Barrier | _Stop
+_Control = _Map | _Remove | _Transport | _DaveSource | _Cut | _Tick | _Barrier | _Stop
 _Item = tuple[bytes, float] | _Control
 
 
@@ -238,6 +244,17 @@ class VoiceReceiver:
         """Free ``user_id``'s decoder and jitter state (op 13); its counters are kept."""
         self._inbox.put(_Remove(str(user_id), self._clock.monotonic()))
 
+    def cut_streams(
+        self, *, new_session: bool, then: Callable[[tuple[str, ...]], object] | None = None
+    ) -> None:
+        """The voice connection broke: in order with everything fed before, play out every jitter
+        buffer and restart each stream at its next packet (with ``new_session``, also forget the
+        SSRC map, held packets and the transport key). ``then(speakers)`` runs *on the worker
+        thread* once the played-out frames went to the frame sinks and before any later packet is
+        handled, with the speakers whose streams were cut.
+        """
+        self._inbox.put(_Cut(new_session, then))
+
     def subscribe(self, *, maxsize: int | None = None) -> FrameSubscription:
         """A new bounded stream of decoded frames (default bound: ``settings.subscriber_frames``)."""
         subscription = FrameSubscription(
@@ -335,6 +352,11 @@ class VoiceReceiver:
                 pipeline.set_transport(item.cipher)
             case _DaveSource():
                 pipeline.set_dave_source(item.source)
+            case _Cut():
+                speakers = pipeline.cut(new_session=item.new_session)
+                self._settle()  # the played-out frames reach the sinks before ``then`` runs
+                if item.then is not None:
+                    item.then(speakers)
             case _Tick():
                 if self._last_tick is not None and item.at < self._last_tick:
                     return False  # a media tick already went past this time

@@ -150,6 +150,16 @@ class VoiceService:
         await session.aclose(reason="leave")
         return True
 
+    def gateway_lost(self) -> None:
+        """The main gateway dropped: every session notes the start of a control gap."""
+        for session in self._sessions.all():
+            session.gateway_lost()
+
+    def gateway_resumed(self) -> None:
+        """The main gateway is back: every session reports its control gap."""
+        for session in self._sessions.all():
+            session.gateway_resumed()
+
     async def aclose(self) -> None:
         for session in self._sessions.all():
             await self.leave(session.channel.guild.id)

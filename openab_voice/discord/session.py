@@ -1,10 +1,19 @@
 """One voice connection: the discord.py voice client with our receiver hooked in, and the parts the
-composition root built for it (front end, playback, transcriber, conversation, task phrase intake)."""
+composition root built for it (front end, playback, transcriber, conversation, task phrase intake).
+
+The session also lives through its connection's gaps (``docs/voice-session-life.md``): when the
+connection breaks (:class:`~openab_voice.discord.reconnect.VoiceLife`) it stops the bot's speech at
+the played position, cuts every receive stream and ends each speaker's speech in progress where the
+gap began, rejoins when the session is gone, and reports the gap with its cause and duration
+(:class:`~openab_voice.bus.events.VoiceGapStarted`, :class:`~openab_voice.bus.events.VoiceGap`)
+once media can flow again: op 9 after a RESUME, op 4 on a new session (and the DAVE group's keys,
+with DAVE on)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -12,13 +21,23 @@ import discord
 from openab_voice.actions.intake import TaskPhraseIntake
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import DaveStateChanged, SpeakerLeft, VoiceConnected, VoiceDisconnected
+from openab_voice.bus.events import (
+    DaveStateChanged,
+    SpeakerLeft,
+    VoiceConnected,
+    VoiceDisconnected,
+    VoiceGap,
+    VoiceGapStarted,
+)
 from openab_voice.clock import Clock
 from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import VoiceReceiver
+from openab_voice.discord.reconnect import CAUSE_GATEWAY, Recovery
 from openab_voice.discord.voice_client import (
     OP_DAVE_EXECUTE_TRANSITION,
     OP_DAVE_PREPARE_EPOCH,
+    OP_RESUMED,
+    OP_SESSION_DESCRIPTION,
     ReceivingVoiceClient,
     receiving_voice_client,
 )
@@ -29,6 +48,22 @@ from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recorder import TranscriptRecorder
 
 log = logging.getLogger(__name__)
+
+GAP_REASON = "voice_gap"  # SpeechEnded.reason / AudioPipelineStopped.reason of speech cut by a gap
+_REJOIN_ATTEMPTS = 3
+_REJOIN_BACKOFF_S = 0.5
+
+
+@dataclass(slots=True)
+class _Gap:
+    cause: str
+    close_code: int | None
+    recovery: Recovery
+    started_at: float
+    media_interrupted: bool
+    playback_interrupted: bool = False
+    speakers_cut: tuple[str, ...] = ()
+    attempts: int = 1
 
 
 class VoiceSession:
@@ -85,20 +120,19 @@ class VoiceSession:
         self._left = bus.subscribe(SpeakerLeft, self._on_speaker_left)
         self.voice_client: ReceivingVoiceClient | None = None
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._gap: _Gap | None = None
+        self._gateway_gap: _Gap | None = None
+        self._rejoin_task: asyncio.Task[None] | None = None
+        self.gaps: list[VoiceGap] = []  # every gap so far, oldest first (``/voice status``, tests)
 
     async def connect(self) -> None:
         channel = self.channel
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._bus.bind_loop(loop)
         self.receiver.start(loop)
         self.frontend.start()
-        vc = await channel.connect(
-            cls=receiving_voice_client(self.receiver, self._on_voice_op),
-            timeout=self._connect_timeout_s,
-            self_deaf=False,
-        )
-        assert isinstance(vc, ReceivingVoiceClient)
-        self.voice_client = vc
+        vc = await self._open_voice()
         if self.playback is not None:
             self.playback.attach(vc, loop)
         if self.recorder is not None:
@@ -119,6 +153,157 @@ class VoiceSession:
                 transport_mode=str(vc.mode),
             )
         )
+
+    async def _open_voice(self) -> ReceivingVoiceClient:
+        vc = await self.channel.connect(
+            cls=receiving_voice_client(self.receiver, self._on_voice_op, life=self, clock=self._clock),
+            timeout=self._connect_timeout_s,
+            self_deaf=False,
+        )
+        assert isinstance(vc, ReceivingVoiceClient)
+        self.voice_client = vc
+        return vc
+
+    # --- the connection's life (VoiceLife; event loop) ---------------------------------------
+
+    def voice_lost(self, *, cause: str, close_code: int | None, recovery: Recovery) -> None:
+        """The voice connection broke: stop speaking, cut every receive stream, report the gap.
+        A second call in the same gap (a refused RESUME) only escalates its recovery."""
+        if self._closed:
+            return
+        gap = self._gap
+        new_session = recovery in (Recovery.REJOIN, Recovery.RECONNECT)
+        if gap is None:
+            gap = self._gap = _Gap(cause, close_code, recovery, self._clock.monotonic(), True)
+            if self.playback is not None:
+                # What was sent before the gap is what was heard: the utterance counts as
+                # interrupted at its played position (only heard text enters the context).
+                gap.playback_interrupted = self.playback.interrupt() is not None
+            self._bus.publish(
+                VoiceGapStarted(
+                    at=gap.started_at,
+                    session_id=self.id,
+                    guild_id=str(self.channel.guild.id),
+                    cause=cause,
+                    close_code=close_code,
+                    recovery=recovery.value,
+                    media_interrupted=True,
+                )
+            )
+        elif recovery is not gap.recovery:
+            gap.recovery = recovery
+        self.receiver.cut_streams(new_session=new_session, then=self._streams_cut)
+
+    def rejoin_needed(self, *, cause: str, close_code: int | None) -> None:
+        if self._closed:
+            return
+        self.voice_lost(cause=cause, close_code=close_code, recovery=Recovery.REJOIN)
+        if self._rejoin_task is None or self._rejoin_task.done():
+            self._rejoin_task = asyncio.get_running_loop().create_task(self._rejoin(), name="voice-rejoin")
+
+    def voice_failed(self, reason: str) -> None:
+        log.warning("voice connection of %s ended: %s", self.channel.name, reason)
+        self._end_gap(recovered=False)
+
+    def gateway_lost(self) -> None:
+        """The main gateway dropped (discord.py's ``on_disconnect``): voice flows on its own
+        connection, so nothing is cut; the gap in control events is reported when it resumes."""
+        if self._closed or self._gateway_gap is not None:
+            return
+        gap = self._gateway_gap = _Gap(CAUSE_GATEWAY, None, Recovery.NONE, self._clock.monotonic(), False)
+        self._bus.publish(
+            VoiceGapStarted(
+                at=gap.started_at,
+                session_id=self.id,
+                guild_id=str(self.channel.guild.id),
+                cause=CAUSE_GATEWAY,
+                close_code=None,
+                recovery=Recovery.NONE.value,
+                media_interrupted=False,
+            )
+        )
+
+    def gateway_resumed(self) -> None:
+        """The main gateway is back (RESUMED, or READY after a new identify)."""
+        gap, self._gateway_gap = self._gateway_gap, None
+        if gap is not None:
+            self._publish_gap(gap, recovered=True)
+
+    def _streams_cut(self, speakers: tuple[str, ...]) -> None:
+        """Receive worker thread: the streams' last frames went to the front end; end their speech."""
+        ended = self.frontend.break_capture(GAP_REASON)
+        cut = tuple(sorted(set(speakers) | set(ended)))
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._record_cut, cut)
+
+    def _record_cut(self, speakers: tuple[str, ...]) -> None:
+        gap = self._gap
+        if gap is not None:
+            gap.speakers_cut = tuple(sorted(set(gap.speakers_cut) | set(speakers)))
+
+    async def _rejoin(self) -> None:
+        """A new voice session: leave the old one (discord.py confirms it), join again."""
+        old, self.voice_client = self.voice_client, None
+        if old is not None:
+            old.stop_listening()
+            try:
+                await asyncio.wait_for(old.disconnect(force=True), timeout=5.0)
+            except (TimeoutError, discord.DiscordException):
+                log.warning("the broken voice connection did not close cleanly")
+        delay = _REJOIN_BACKOFF_S
+        for attempt in range(1, _REJOIN_ATTEMPTS + 1):
+            if self._closed:
+                return
+            if self._gap is not None:
+                self._gap.attempts = attempt
+            try:
+                vc = await self._open_voice()
+            except (TimeoutError, discord.DiscordException, OSError) as exc:
+                log.warning("voice rejoin attempt %d failed: %r", attempt, exc)
+                await self._clock.sleep(delay)
+                delay *= 2
+                continue
+            if self.playback is not None and self._loop is not None:
+                self.playback.attach(vc, self._loop)
+            if vc.dave_ready:
+                self._end_gap(recovered=True)  # else when the DAVE group's transition executes
+            return
+        self._end_gap(recovered=False)
+        self._bus.publish(
+            VoiceDisconnected(
+                at=self._clock.monotonic(),
+                session_id=self.id,
+                guild_id=str(self.channel.guild.id),
+                channel_id=str(self.channel.id),
+                reason="lost",
+            )
+        )
+
+    def _end_gap(self, *, recovered: bool) -> None:
+        gap, self._gap = self._gap, None
+        if gap is not None:
+            self._publish_gap(gap, recovered=recovered)
+
+    def _publish_gap(self, gap: _Gap, *, recovered: bool) -> None:
+        now = self._clock.monotonic()
+        event = VoiceGap(
+            at=now,
+            session_id=self.id,
+            guild_id=str(self.channel.guild.id),
+            cause=gap.cause,
+            close_code=gap.close_code,
+            recovery=gap.recovery.value,
+            started_at=gap.started_at,
+            duration_s=round(now - gap.started_at, 4),
+            recovered=recovered,
+            media_interrupted=gap.media_interrupted,
+            speakers_cut=gap.speakers_cut,
+            playback_interrupted=gap.playback_interrupted,
+            attempts=gap.attempts,
+        )
+        self.gaps.append(event)
+        self._bus.publish(event)
 
     async def say(self, text: str, *, cause: SpeechCause | None = None) -> bool:
         """Speak a status line when the dialogue is on (after what is playing); False otherwise.
@@ -154,15 +339,20 @@ class VoiceSession:
             if self.transcriber is not None:
                 self.transcriber.remove_speaker(event.speaker_id)
 
-    def _on_voice_op(self, op: int, data: dict[str, Any]) -> None:
-        if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH) and self.voice_client is not None:
-            session = self.voice_client._connection.dave_session
+    def _on_voice_op(self, vc: ReceivingVoiceClient, op: int, data: dict[str, Any]) -> None:
+        gap = self._gap
+        if gap is not None and _media_back(gap.recovery, vc, op):
+            self._end_gap(recovered=True)
+        if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH):
+            session = vc._connection.dave_session
+            enabled = vc._connection.dave_protocol_version > 0
+            code = vc.voice_privacy_code if enabled else None
             self._bus.publish(
                 DaveStateChanged(
                     at=self._clock.monotonic(),
                     session_id=self.id,
-                    enabled=self.dave_enabled,
-                    privacy_code=self.privacy_code,
+                    enabled=enabled,
+                    privacy_code=code or None,
                     epoch=getattr(session, "epoch", None),
                 )
             )
@@ -183,12 +373,24 @@ class VoiceSession:
             },
             "speakers": snap.get("speakers", {}),
             "unattributed": snap.get("unattributed", {}),
+            "gaps": [
+                {
+                    "cause": g.cause,
+                    "recovery": g.recovery,
+                    "duration_s": g.duration_s,
+                    "recovered": g.recovered,
+                }
+                for g in self.gaps[-5:]
+            ],
         }
 
     async def aclose(self, reason: str = "leave") -> None:
         if self._closed:
             return
         self._closed = True
+        if self._rejoin_task is not None and not self._rejoin_task.done():
+            self._rejoin_task.cancel()
+            await asyncio.wait({self._rejoin_task})
         if self.intake is not None:
             await self.intake.aclose()
         if self.remember is not None:
@@ -220,3 +422,13 @@ class VoiceSession:
                 reason=reason,
             )
         )
+
+
+def _media_back(recovery: Recovery, vc: ReceivingVoiceClient, op: int) -> bool:
+    """Media flows again: after a RESUME at op 9 (key, SSRCs and DAVE group were kept); on a new
+    session at op 4 with DAVE off, else once a DAVE transition executed with the group's keys (op 22)."""
+    if recovery is Recovery.RESUME:
+        return op == OP_RESUMED
+    if op == OP_SESSION_DESCRIPTION:
+        return vc._connection.dave_protocol_version == 0
+    return op == OP_DAVE_EXECUTE_TRANSITION and vc.dave_ready

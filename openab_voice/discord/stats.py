@@ -23,6 +23,7 @@ KEEPALIVE: Final = "keepalive"
 IP_DISCOVERY: Final = "ip_discovery"
 UNKNOWN_SSRC_EXPIRED: Final = "unknown_ssrc_expired"
 PENDING_OVERFLOW: Final = "pending_overflow"
+SESSION_RESET: Final = "session_reset"  # held for an SSRC of a voice session that was replaced
 DAVE_DECRYPT_FAILED: Final = "dave_decrypt_failed"
 DAVE_NOT_READY: Final = "dave_not_ready"
 LATE: Final = "late"

@@ -10,6 +10,9 @@ Two documented extension points of discord.py 2.7 are used (see
 * ``VoiceConnectionState.add_socket_listener`` registers a callback that discord.py's
   ``SocketReader`` thread calls with every UDP datagram; it goes straight to
   :meth:`VoiceReceiver.feed`, which only enqueues.
+
+The connection state is :class:`~openab_voice.discord.reconnect.SupervisedConnectionState`, whose
+poller resumes after 4015 and network drops and hands rejoins to the session.
 """
 
 from __future__ import annotations
@@ -18,21 +21,51 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import davey
 import discord
 from discord.voice_state import VoiceConnectionState
 
+from openab_voice.clock import Clock, SystemClock
+from openab_voice.discord.pipeline import DaveDecryptor
 from openab_voice.discord.receiver import VoiceReceiver
+from openab_voice.discord.reconnect import SupervisedConnectionState, VoiceLife
 
 log = logging.getLogger(__name__)
 
 OP_SESSION_DESCRIPTION = 4
 OP_SPEAKING = 5
 OP_CLIENTS_CONNECT = 11
+OP_RESUMED = 9
 OP_CLIENT_DISCONNECT = 13
+OP_DAVE_PREPARE_TRANSITION = 21
 OP_DAVE_EXECUTE_TRANSITION = 22
 OP_DAVE_PREPARE_EPOCH = 24
+# The last two bytes of every DAVE-encrypted frame (the protocol's magic marker).
+DAVE_MAGIC = b"\xfa\xfa"
 
-VoiceOpListener = Callable[[int, dict[str, Any]], None]
+VoiceOpListener = Callable[["ReceivingVoiceClient", int, dict[str, Any]], None]
+
+
+class _TransportOnly:
+    """The DAVE session while transport-only media is in force: after a downgrade executed
+    (protocol version 0), and during an upgrade until its transition executes. discord.py already
+    sets the version to 1 on op 24, though senders keep sending plain Opus until op 22, and frames
+    encrypted before a downgrade are still in flight after it. So a frame without the DAVE marker is
+    plain Opus, and one with it is decrypted by the session (an error while it has no keys)."""
+
+    def __init__(self, session: DaveDecryptor) -> None:
+        self._session = session
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    def decrypt(self, user_id: int, media_type: davey.MediaType, packet: bytes) -> bytes:
+        if packet[-2:] != DAVE_MAGIC:
+            return packet
+        if not self._session.ready:
+            raise ValueError("a DAVE frame before the session has keys")
+        return self._session.decrypt(user_id, media_type, packet)
 
 
 class ReceivingVoiceClient(discord.VoiceClient):
@@ -49,22 +82,40 @@ class ReceivingVoiceClient(discord.VoiceClient):
         *,
         receiver: VoiceReceiver,
         on_voice_op: VoiceOpListener | None = None,
+        life: VoiceLife | None = None,
+        clock: Clock | None = None,
     ) -> None:
         # Set before super().__init__, which calls create_connection_state().
         self.receiver = receiver
         self._on_voice_op = on_voice_op
+        self._life = life
+        self._clock = clock or SystemClock()
         self._listening = False
         super().__init__(client, channel)
 
     def create_connection_state(self) -> VoiceConnectionState:
-        return VoiceConnectionState(self, hook=self._voice_ws_hook)
+        return SupervisedConnectionState(self, hook=self._voice_ws_hook, life=self._life, clock=self._clock)
 
-    def current_dave_session(self) -> Any:
-        """The live davey session, or None while DAVE is off (read per packet by the receiver)."""
+    def current_dave_session(self) -> DaveDecryptor | None:
+        """What decrypts DAVE now (read per packet by the receiver): None on a call without DAVE,
+        the davey session while end-to-end encryption is in force, a transport-only view of it
+        around a downgrade or upgrade (:class:`_TransportOnly`)."""
+        state = self._connection
+        session: DaveDecryptor | None = state.dave_session
+        if session is None:
+            return None
+        if state.dave_protocol_version == 0 or state.dave_downgraded:
+            return _TransportOnly(session)
+        return session
+
+    @property
+    def dave_ready(self) -> bool:
+        """Media is decryptable: DAVE off, or its session holds the group's keys."""
         state = self._connection
         if state.dave_protocol_version == 0:
-            return None
-        return state.dave_session
+            return True
+        session = state.dave_session
+        return session is not None and bool(session.ready)
 
     async def _voice_ws_hook(self, ws: Any, msg: dict[str, Any]) -> None:
         op = msg.get("op")
@@ -88,7 +139,7 @@ class ReceivingVoiceClient(discord.VoiceClient):
         elif op == OP_CLIENT_DISCONNECT and "user_id" in data:
             self.receiver.remove_user(str(data["user_id"]))
         if self._on_voice_op is not None:
-            self._on_voice_op(op, data)
+            self._on_voice_op(self, op, data)
 
     def stop_listening(self) -> None:
         """Unregister the UDP listener (idempotent)."""
@@ -102,11 +153,17 @@ class ReceivingVoiceClient(discord.VoiceClient):
 
 
 def receiving_voice_client(
-    receiver: VoiceReceiver, on_voice_op: VoiceOpListener | None = None
+    receiver: VoiceReceiver,
+    on_voice_op: VoiceOpListener | None = None,
+    *,
+    life: VoiceLife | None = None,
+    clock: Clock | None = None,
 ) -> Callable[[discord.Client, discord.abc.Connectable], ReceivingVoiceClient]:
     """A ``cls`` for ``VoiceChannel.connect`` that builds a :class:`ReceivingVoiceClient`."""
 
     def build(client: discord.Client, channel: discord.abc.Connectable) -> ReceivingVoiceClient:
-        return ReceivingVoiceClient(client, channel, receiver=receiver, on_voice_op=on_voice_op)
+        return ReceivingVoiceClient(
+            client, channel, receiver=receiver, on_voice_op=on_voice_op, life=life, clock=clock
+        )
 
     return build

@@ -74,7 +74,7 @@ def _voice_client() -> tuple[ReceivingVoiceClient, list[tuple[int, dict[str, Any
     ops: list[tuple[int, dict[str, Any]]] = []
     vc = ReceivingVoiceClient.__new__(ReceivingVoiceClient)
     vc.receiver = VoiceReceiver(bus=EventBus(), clock=FakeClock())
-    vc._on_voice_op = lambda op, data: ops.append((op, data))
+    vc._on_voice_op = lambda _vc, op, data: ops.append((op, data))
     vc._listening = True
     vc._connection = SimpleNamespace(  # type: ignore[assignment]
         mode=XCHACHA, secret_key=list(range(32)), dave_protocol_version=0, dave_session=None
