@@ -108,6 +108,7 @@ class ActionBroker:
             actor="startup",
             own_lease_prefix=own_lease_prefix,
             fail_unleased_confirmed=fail_unleased_confirmed,
+            shards=self._settings.shards,
         )
         for record in changed:
             self._jobs.changed(record, previous=None, actor="startup", reason="reconciled after restart")
@@ -129,9 +130,11 @@ class ActionBroker:
                 log.exception("expiry sweep failed")
 
     async def expire_due(self) -> int:
-        """Expire every proposal past its deadline; returns how many."""
+        """Expire every proposal (of this pod's guilds) past its deadline; returns how many."""
         now = self._clock.wall()
-        waiting = await self._jobs.call(self._store.in_status, *AWAITING_CONFIRMATION)
+        waiting = await self._jobs.call(
+            self._store.in_status, *AWAITING_CONFIRMATION, shards=self._settings.shards
+        )
         count = 0
         for record in waiting:
             if record.expires_at <= now and await self._expire(record, "not confirmed in time") is not None:

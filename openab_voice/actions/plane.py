@@ -87,7 +87,7 @@ class ActionPlane:
             delivery = ResultDelivery(
                 jobs, channel=channel, voice=voice, bus=bus, clock=clock, trusted=agent.trusted_listener_ids
             )
-            self._remote = RemoteResults(jobs, delivery, poll_s=remote_poll_s)
+            self._remote = RemoteResults(jobs, delivery, poll_s=remote_poll_s, shards=broker.shards)
 
     @property
     def store(self) -> JobStore:

@@ -26,6 +26,7 @@ from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.leases import EXECUTOR_ROLE
 from openab_voice.actions.ports import CancelReply
 from openab_voice.actions.writer import JobWriter
+from openab_voice.config import ShardRange
 from openab_voice.errors import StaleTransition
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.notify import SettledListener
@@ -76,10 +77,14 @@ class RemoteResults:
         jobs: the store writer.
         delivery: posts the text and speaks the status (the in-process executor's own).
         poll_s: how often the store is read.
+        shards: a bot pod's shards: only its own guilds' results are its to deliver (None: all).
     """
 
-    def __init__(self, jobs: JobWriter, delivery: ResultDelivery, *, poll_s: float) -> None:
+    def __init__(
+        self, jobs: JobWriter, delivery: ResultDelivery, *, poll_s: float, shards: ShardRange | None = None
+    ) -> None:
         self._jobs = jobs
+        self._shards = shards
         self._delivery = delivery
         self._poll_s = poll_s
         self._task: asyncio.Task[None] | None = None
@@ -94,7 +99,7 @@ class RemoteResults:
     async def deliver_pending(self) -> list[str]:
         """Deliver every settled, undelivered result once; the ids delivered (posted or failed)."""
         pending = await self._jobs.call(
-            self._jobs.store.undelivered_results, owner_prefix=f"{EXECUTOR_ROLE}:"
+            self._jobs.store.undelivered_results, owner_prefix=f"{EXECUTOR_ROLE}:", shards=self._shards
         )
         delivered = []
         for record in pending:

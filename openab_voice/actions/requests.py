@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openab_voice.config import ShardRange
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.records import ActionRecord
 
@@ -21,6 +22,8 @@ class BrokerSettings:
     sweep_interval_s: float = 5.0
     # Why the workspace_exec ceiling cannot be granted here (None: the agent sandbox is active).
     exec_unavailable: str | None = "no agent sandbox is configured"
+    # A bot pod's shards: it expires, reconciles and delivers only its own guilds' actions (None: all).
+    shards: ShardRange | None = None
 
     def exec_refusal(self) -> str | None:
         """Why a confirmation with ``workspace_exec`` would be refused, or None when it can be granted."""

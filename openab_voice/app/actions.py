@@ -17,7 +17,7 @@ from openab_voice.actions.execution import AgentSettings, workspace_root
 from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings, default_node
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.clock import Clock
-from openab_voice.config import Settings, parse_agent_env_entry
+from openab_voice.config import Settings, parse_agent_env_entry, shard_range
 from openab_voice.errors import AcpError, ConfigError
 from openab_voice.jobs import EffectCeiling
 from openab_voice.store.database import open_engine, resolve_url, upgrade
@@ -73,6 +73,7 @@ def build_action_parts(
         expiry_s=settings.action_expiry_s,
         max_effect=EffectCeiling(settings.action_max_effect),
         exec_unavailable=no_sandbox,
+        shards=shard_range(settings),
     )
     return ActionParts(
         # Opened last: nothing above can leave it open.

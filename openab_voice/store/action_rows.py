@@ -9,15 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy import BigInteger, ColumnElement, Integer, literal, or_, select, true, update
 from sqlalchemy.orm import Session
 
+from openab_voice.config import ShardRange
 from openab_voice.errors import ActionError, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus, transition
 from openab_voice.store.convert import action_record
 from openab_voice.store.models import Action, ActionTransition, IdempotencyKey
 from openab_voice.store.notify import notify_settled
 from openab_voice.store.records import CREATE_EVENT, ActionFields, ActionRecord, NewAction
+
+
+def in_shards(shards: ShardRange | None) -> ColumnElement[bool]:
+    """Actions of the guilds on ``shards`` (Discord's ``(guild_id >> 22) % count``); None: every one."""
+    if shards is None:
+        return true()
+    # PostgreSQL shifts a bigint by an integer only (no bigint >> bigint operator).
+    shifted = Action.guild_id.op(">>", return_type=BigInteger)(literal(22, Integer))
+    shard = shifted.op("%", return_type=BigInteger)(shards.count)
+    return shard.in_(shards.ids)
 
 
 def insert(session: Session, new: NewAction, *, now: float) -> ActionRecord:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from openab_voice.clock import Clock
+from openab_voice.config import ShardRange
 from openab_voice.errors import StaleTransition, StoreError
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.store import action_rows, lease_rows, workspace_rows
@@ -174,11 +175,11 @@ class JobStore:
         with self._transaction() as session:
             return [action_record(row) for row in session.scalars(query)]
 
-    def in_status(self, *statuses: JobStatus) -> list[ActionRecord]:
-        """Actions in any of ``statuses``, oldest first."""
+    def in_status(self, *statuses: JobStatus, shards: ShardRange | None = None) -> list[ActionRecord]:
+        """Actions in any of ``statuses`` (of the guilds on ``shards`` if given), oldest first."""
         query = (
             select(Action)
-            .where(Action.status.in_([status.value for status in statuses]))
+            .where(Action.status.in_([status.value for status in statuses]), action_rows.in_shards(shards))
             .order_by(Action.created_at, Action.id)
         )
         with self._transaction() as session:
@@ -243,6 +244,7 @@ class JobStore:
         actor: str = "startup",
         own_lease_prefix: str | None = None,
         fail_unleased_confirmed: bool = True,
+        shards: ShardRange | None = None,
     ) -> list[ActionRecord]:
         """After a restart: lose dead ``running`` jobs, fail dead confirmed ones, expire overdue proposals.
 
@@ -254,7 +256,9 @@ class JobStore:
         ``failed`` (``ACTION_NOT_STARTED``: nothing ran; its confirmation belonged to a voice session
         that is gone) when ``fail_unleased_confirmed``; a bot whose executors are remote passes False,
         since its confirmed jobs wait in the queue for a worker. Returns the actions it changed; a
-        second call changes nothing.
+        second call changes nothing. With ``shards`` (a bot pod's), confirmed jobs and proposals of
+        other pods' guilds are theirs to settle: only running jobs are reconciled for every guild (a
+        dead lease is dead whoever reads it).
         """
         now = self._clock.wall()
         with self._transaction() as session:
@@ -263,7 +267,11 @@ class JobStore:
             )
             confirmed = (
                 lease_rows.dead_after_restart(
-                    session, now=now, status=JobStatus.CONFIRMED, owner_prefix=own_lease_prefix
+                    session,
+                    now=now,
+                    status=JobStatus.CONFIRMED,
+                    owner_prefix=own_lease_prefix,
+                    where=action_rows.in_shards(shards),
                 )
                 if fail_unleased_confirmed
                 else []
@@ -288,13 +296,14 @@ class JobStore:
                 )
             except StaleTransition:
                 continue
-        return lost + unstarted + self.expire_overdue(actor=actor)
+        return lost + unstarted + self.expire_overdue(actor=actor, shards=shards)
 
-    def expire_overdue(self, *, actor: str) -> list[ActionRecord]:
-        """Expire every ``proposed`` or ``delivered`` action whose ``expires_at`` has passed."""
+    def expire_overdue(self, *, actor: str, shards: ShardRange | None = None) -> list[ActionRecord]:
+        """Expire every ``proposed`` or ``delivered`` action (of the guilds on ``shards`` if given)
+        whose ``expires_at`` has passed."""
         now = self._clock.wall()
         expired = []
-        for job in self.in_status(*AWAITING_CONFIRMATION):
+        for job in self.in_status(*AWAITING_CONFIRMATION, shards=shards):
             if job.expires_at > now:
                 continue
             try:
@@ -341,11 +350,14 @@ class JobStore:
             return None
         return SettledListener(self._engine.url, on_cancel, channel=CANCEL_CHANNEL)
 
-    def undelivered_results(self, *, owner_prefix: str, limit: int = 50) -> list[ActionRecord]:
+    def undelivered_results(
+        self, *, owner_prefix: str, limit: int = 50, shards: ShardRange | None = None
+    ) -> list[ActionRecord]:
         """Settled jobs run by owners starting with ``owner_prefix`` whose result nobody delivered yet.
 
-        The bot with remote executors delivers these (oldest settlement first). A job the broker
-        itself cancelled before it ran (no ``detail``; its proposal was closed instead) is not one.
+        The bot with remote executors delivers these (oldest settlement first); a bot pod only those
+        of its own guilds (``shards``). A job the broker itself cancelled before it ran (no
+        ``detail``; its proposal was closed instead) is not one.
         """
         settled = [s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.OUTCOME_UNKNOWN)]
         query = (
@@ -353,6 +365,7 @@ class JobStore:
             .where(
                 Action.delivery_outcome.is_(None),
                 Action.lease_owner.startswith(owner_prefix, autoescape=True),
+                action_rows.in_shards(shards),
                 or_(
                     Action.status.in_(settled),
                     and_(Action.status == JobStatus.CANCELLED.value, Action.detail.is_not(None)),

@@ -62,7 +62,12 @@ def expired_running(session: Session, *, now: float, exclude_owner: str | None) 
 
 
 def dead_after_restart(
-    session: Session, *, now: float, status: JobStatus, owner_prefix: str | None
+    session: Session,
+    *,
+    now: float,
+    status: JobStatus,
+    owner_prefix: str | None,
+    where: ColumnElement[bool] | None = None,
 ) -> list[tuple[str, int]]:
     """``(id, version)`` of jobs in ``status`` that no live process holds after a restart.
 
@@ -78,6 +83,8 @@ def dead_after_restart(
         .where(Action.status == status.value, or_(*dead))
         .order_by(Action.created_at, Action.id)
     )
+    if where is not None:
+        query = query.where(where)
     return [(row.id, row.version) for row in session.execute(query)]
 
 
