@@ -17,8 +17,8 @@ from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.config import Settings
-from openab_voice.discord.bot import BotParts, VoiceBot
+from openab_voice.config import Settings, shard_range
+from openab_voice.discord.bot import BotParts, ShardedVoiceBot, VoiceBot
 from openab_voice.discord.commands import build_voice_group
 from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.discord.roster import AudienceFeed
@@ -59,13 +59,27 @@ class Application:
         Args:
             emulator: connect to this loopback emulator instead of Discord. This explicit argument is
                 the only way to redirect the client: no process-global is changed.
+
+        Raises:
+            ConfigError: the shard settings give this pod no shard range (``OPENAB_SHARD_ORDINAL``).
         """
         connector = emulator.client_connector() if emulator is not None else None
-        return VoiceBot(
+        # Many guilds: this pod runs its range of discord.py shards (OPENAB_SHARD_COUNT and the ordinal).
+        shards = shard_range(self.settings)
+        if shards is None:
+            return VoiceBot(
+                parts=self._bot_parts,
+                command_guild_id=self.settings.guild_id,
+                connector=connector,
+                guild_ready_timeout=0.1 if emulator is not None else 2.0,
+            )
+        return ShardedVoiceBot(
             parts=self._bot_parts,
             command_guild_id=self.settings.guild_id,
             connector=connector,
             guild_ready_timeout=0.1 if emulator is not None else 2.0,
+            shard_ids=shards.ids,
+            shard_count=shards.count,
         )
 
     def _bot_parts(self, client: discord.Client) -> BotParts:
