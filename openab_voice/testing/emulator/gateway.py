@@ -1,6 +1,11 @@
 """The main gateway (``wss://gateway.discord.gg/?v=10``): HELLO, heartbeats, IDENTIFY -> READY ->
 GUILD_CREATE, voice state updates, and dispatches to every identified session.
 
+Sharded IDENTIFY (``"shard": [id, count]``): a session gets only the guilds on its shard,
+``(guild_id >> 22) % count == id`` (Discord's rule), in READY, GUILD_CREATE and every dispatch that
+names a guild; op 4 and member requests go to the guild they name. The hub serves one guild, or
+several (:meth:`GatewayHub.add_guild`: another guild of the same bot, e.g. one per shard).
+
 Frames are sent as TEXT: discord.py only inflates ``bytes`` messages (``DiscordWebSocket.received_message``:
 ``if type(msg) is bytes``), so ``compress=zlib-stream`` in the URL can be ignored. Each session has
 one writer task fed by a queue, so :meth:`GatewayHub.dispatch` is synchronous and ordered.
@@ -43,6 +48,7 @@ CLOSE_UNKNOWN_ERROR, CLOSE_UNKNOWN_OPCODE, CLOSE_DECODE_ERROR, CLOSE_NOT_AUTHENT
     4003,
 )
 CLOSE_AUTH_FAILED, CLOSE_ALREADY_AUTHENTICATED = 4004, 4005
+CLOSE_INVALID_SHARD = 4010
 # Intents the emulator honours when choosing what to dispatch.
 INTENT_GUILD_MEMBERS = 1 << 1
 INTENT_GUILD_VOICE_STATES = 1 << 7
@@ -67,12 +73,20 @@ class GatewaySession:
         self.ws = ws
         self.session_id: str | None = None
         self.intents = 0
+        self.shard: tuple[int, int] | None = None  # (id, count) from IDENTIFY; None: every guild
         self.seq = 0
         self._queue: asyncio.Queue[str | _Close | None] = asyncio.Queue()
 
     @property
     def identified(self) -> bool:
         return self.session_id is not None
+
+    def owns(self, guild_id: int | None) -> bool:
+        """Whether this session's shard carries ``guild_id`` (None: a dispatch of no guild)."""
+        if guild_id is None or self.shard is None:
+            return True
+        shard_id, count = self.shard
+        return (guild_id >> 22) % count == shard_id
 
     def send(self, op: int, d: object, *, event: str | None = None) -> None:
         frame: JsonObject = {"op": op, "d": d, "s": None, "t": event}
@@ -119,8 +133,12 @@ class GatewayHub:
         self._token = token
         self._gateway_url = gateway_url
         self._on_voice_state = on_voice_state
+        self._guilds: dict[int, tuple[GuildState, VoiceStateHandler]] = {
+            state.ids.guild_id: (state, on_voice_state)
+        }
         self._sessions: set[GatewaySession] = set()
         self._intents_by_session_id: dict[str, int] = {}
+        self._shard_by_session_id: dict[str, tuple[int, int] | None] = {}
         self.resumes = 0
 
     @property
@@ -128,18 +146,29 @@ class GatewayHub:
         """Whether at least one client has identified."""
         return any(s.identified for s in self._sessions)
 
+    def add_guild(self, state: GuildState, *, on_voice_state: VoiceStateHandler) -> None:
+        """Serve another guild of the same bot (its own state and voice); before clients connect."""
+        if state.ids.bot_user_id != self._state.ids.bot_user_id:
+            raise ValueError("every guild of one gateway belongs to the same bot")
+        self._guilds[state.ids.guild_id] = (state, on_voice_state)
+
     def dispatch(self, event: str, data: JsonObject, *, intent: int | None = None) -> None:
-        """Send ``event`` to every identified session whose intents include ``intent``."""
+        """Send ``event`` to every identified session whose intents include ``intent`` and whose
+        shard carries the guild ``data`` names."""
+        guild_id = _guild_of(data)
         for session in list(self._sessions):
-            if session.identified and (intent is None or session.intents & intent):
+            if session.identified and (intent is None or session.intents & intent) and session.owns(guild_id):
                 session.send(OP_DISPATCH, data, event=event)
 
     def dispatch_message(self, event: str, message: JsonObject) -> None:
         """MESSAGE_CREATE / MESSAGE_UPDATE under the GUILD_MESSAGES intent; without MESSAGE_CONTENT a
         message from someone else arrives with empty content, as on Discord."""
         author_id = int(message.get("author", {}).get("id", 0))
+        guild_id = _guild_of(message)
         for session in list(self._sessions):
             if not (session.identified and session.intents & INTENT_GUILD_MESSAGES):
+                continue
+            if not session.owns(guild_id):
                 continue
             data = message
             if author_id != self._state.ids.bot_user_id and not session.intents & INTENT_MESSAGE_CONTENT:
@@ -211,7 +240,9 @@ class GatewayHub:
                 session.close(CLOSE_NOT_AUTHENTICATED, "Not authenticated.")
                 return False
             elif op == OP_VOICE_STATE:
-                await self._on_voice_state(parse(UpdateVoiceStateData, data, what="voice state update"))
+                update = parse(UpdateVoiceStateData, data, what="voice state update")
+                _, handler = self._guilds.get(update["guild_id"], (None, self._on_voice_state))
+                await handler(update)
             elif op == OP_REQUEST_MEMBERS:
                 self._members_chunk(session, data)
             elif op != OP_PRESENCE:
@@ -229,15 +260,23 @@ class GatewayHub:
         if data["token"].removeprefix("Bot ") != self._token:
             session.close(CLOSE_AUTH_FAILED, "Authentication failed.")
             return False
+        shard = data.get("shard")
+        if shard is not None:
+            if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
+                session.close(CLOSE_INVALID_SHARD, "Invalid shard.")
+                return False
+            session.shard = (shard[0], shard[1])
         session.session_id = secrets.token_hex(16)
         session.intents = data["intents"]
         self._intents_by_session_id[session.session_id] = session.intents
+        self._shard_by_session_id[session.session_id] = session.shard
         state = self._state
         bot = state.user(state.ids.bot_user_id)
+        guilds = [g for g, _ in self._guilds.values() if session.owns(g.ids.guild_id)]
         ready = {
             "v": 10,
             "user": payloads.bot_user_payload(bot),
-            "guilds": [{"id": str(state.ids.guild_id), "unavailable": True}],
+            "guilds": [{"id": str(g.ids.guild_id), "unavailable": True} for g in guilds],
             "session_id": session.session_id,
             "session_type": "normal",
             "resume_gateway_url": self._gateway_url(),
@@ -250,8 +289,11 @@ class GatewayHub:
             "user_settings": {},
             "_trace": ["emulator"],
         }
+        if shard is not None:
+            ready["shard"] = list(shard)
         session.send(OP_DISPATCH, ready, event="READY")
-        session.send(OP_DISPATCH, payloads.guild_create(state), event="GUILD_CREATE")
+        for guild in guilds:
+            session.send(OP_DISPATCH, payloads.guild_create(guild), event="GUILD_CREATE")
         return True
 
     def _resume(self, session: GatewaySession, data: ResumeData) -> bool:
@@ -266,6 +308,7 @@ class GatewayHub:
             return True
         session.session_id = data["session_id"]
         session.intents = intents
+        session.shard = self._shard_by_session_id.get(data["session_id"])
         session.seq = data["seq"] or 0
         self.resumes += 1
         session.send(OP_DISPATCH, {"_trace": ["emulator"]}, event="RESUMED")
@@ -273,9 +316,13 @@ class GatewayHub:
 
     def _members_chunk(self, session: GatewaySession, data: object) -> None:
         nonce = data.get("nonce") if isinstance(data, dict) else None
+        asked = data.get("guild_id") if isinstance(data, dict) else None
+        state = self._state
+        if asked is not None and str(asked).isdigit() and int(asked) in self._guilds:
+            state = self._guilds[int(asked)][0]
         chunk: JsonObject = {
-            "guild_id": str(self._state.ids.guild_id),
-            "members": [payloads.member_payload(self._state, u) for u in self._state.users.values()],
+            "guild_id": str(state.ids.guild_id),
+            "members": [payloads.member_payload(state, u) for u in state.users.values()],
             "chunk_index": 0,
             "chunk_count": 1,
             "not_found": [],
@@ -283,3 +330,9 @@ class GatewayHub:
         if nonce is not None:
             chunk["nonce"] = nonce
         session.send(OP_DISPATCH, chunk, event="GUILD_MEMBERS_CHUNK")
+
+
+def _guild_of(data: JsonObject) -> int | None:
+    """The guild a dispatch is about (its ``guild_id``), if it names one."""
+    raw = data.get("guild_id") if isinstance(data, dict) else None
+    return int(raw) if isinstance(raw, (str, int)) and str(raw).isdigit() else None

@@ -37,6 +37,7 @@ class IdentifyData(TypedDict):
     token: str
     intents: int
     properties: NotRequired[dict[str, Any]]
+    shard: NotRequired[list[int]]  # [shard_id, num_shards]
 
 
 class ResumeData(TypedDict):
