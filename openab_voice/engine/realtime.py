@@ -248,6 +248,7 @@ class RealtimeEngine:
         response = active.response
         handle = response.handle
         played_ms = handle.interrupt()  # the output stops first; this also cancels the task
+        response.cut()
         if effect.barge_in is not None:
             self._latency(
                 "barge_in_ms", effect.barge_in.audio_time, handle.turn_id, effect.barge_in.speaker_id
@@ -353,10 +354,14 @@ class RealtimeEngine:
         prepared, link = response.prepared, response.link
         user = prepared.user
         if user is None:
-            # A resume or an announcement: the model is the only voice; ask it for the words.
+            # A resume or an announcement: the model is the only voice; ask it for the words (a
+            # resume cut before any words were known answers again).
+            response.in_flight = True
+            if not prepared.replay:
+                await link.send({"type": "response.create"})
+                return
             said = " ".join(prepared.replay)
             instructions = f"Say exactly this, and nothing else: {said}"
-            response.in_flight = True
             await link.send({"type": "response.create", "response": {"instructions": instructions}})
             return
         audio = b""
@@ -466,6 +471,7 @@ class RealtimeEngine:
                 delay = min(delay * 2, self._settings.reconnect_max_s)
                 continue
             try:
+                await self._greeted(link)
                 await self._seed(link)
             except OpenabError as exc:
                 await link.close()
@@ -510,6 +516,27 @@ class RealtimeEngine:
             self.failure = error
             return False
         return True
+
+    async def _greeted(self, link: RealtimeLink) -> None:
+        """Wait for ``session.created``: a server that refuses the session (an unknown model) says
+        so in an ``error`` event before it closes.
+
+        Raises:
+            OpenabError: the refusal, or the connection's loss.
+        """
+        events = link.events()
+        try:
+            async for event in events:
+                if event.type == "session.created":
+                    return
+                if event.type == "error":
+                    err = event.error
+                    raise server_error(kind=err.type, code=err.code, message=err.message, model=self._model)
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        raise connection_error(ConnectionError("closed before session.created"), model=self._model)
 
     async def _seed(self, link: RealtimeLink) -> None:
         """``session.update``, then our heard-only history as items (a fresh session knows nothing)."""

@@ -250,6 +250,11 @@ class RealtimeResponse:
         self._open_sentences(self._segmenter.flush())
         self._close_sentences()
 
+    def cut(self) -> None:
+        """The output was cut: what the transcript holds beyond the last sentence becomes an
+        unheard sentence (a resume says it again; it is never committed)."""
+        self._open_sentences(self._segmenter.flush())
+
     def _open_sentences(self, sentences: Sequence[str]) -> None:
         self._open.extend(self.handle.add_sentence(text) for text in sentences)
 

@@ -49,6 +49,7 @@ class RealtimeRig(Rig):
         key: str = KEY,
         model: str = "gpt-realtime",
         ms_per_word: int = 200,
+        paced: bool = False,
     ) -> None:
         kwargs: dict[str, Any] = {}
         if tools is not None:
@@ -61,7 +62,10 @@ class RealtimeRig(Rig):
             responder=self.responder,
             listener=ScriptedListener("(audio)"),
             voice=self.voice,
-            pacing=Pacing(realtime_factor=0),
+            # Paced: audio leaves as it plays, on the rig's own virtual clock (a response is still
+            # streaming when it is cut); otherwise as fast as the server can.
+            pacing=Pacing(realtime_factor=1, chunk_ms=100) if paced else Pacing(realtime_factor=0),
+            clock=self.clock if paced else None,
             faults=faults,
         )
         self._key = key
