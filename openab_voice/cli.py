@@ -24,14 +24,38 @@ def _print_json(data: Any) -> None:
 def _cmd_check_config(args: argparse.Namespace) -> int:
     from openab_voice.config import load_settings, public_view
 
-    view = public_view(load_settings())
+    settings = load_settings()
+    view = public_view(settings)
+    error = _check_realtime(settings) if settings.engine == "realtime" and settings.dialogue_enabled else None
     if args.json:
-        _print_json({"ok": True, "settings": view})
+        out: dict[str, Any] = {"ok": error is None, "settings": view}
+        if error is not None:
+            out["error"] = error.to_dict()
+        _print_json(out)
     else:
         width = max(len(k) for k in view)
         for key, value in view.items():
             print(f"{key:<{width}}  {value}")
-    return 0
+        if error is not None:
+            print(f"error: {error}", file=sys.stderr)
+    return EXIT_FAILED if error is not None else 0
+
+
+def _check_realtime(settings: Any) -> OpenabError | None:
+    """Open one realtime session (the key and the model are only known good once the server says so)."""
+    from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
+
+    async def check() -> OpenabError | None:
+        connector = OpenAIRealtime(realtime_config(settings))
+        try:
+            await probe(connector)
+        except OpenabError as exc:
+            return exc
+        finally:
+            await connector.aclose()
+        return None
+
+    return asyncio.run(check())
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -31,7 +31,11 @@ SECRET_ENV: dict[str, str] = {
     "database_url": "OPENAB_DATABASE_URL",
 }
 # Non-secret settings with a conventional, unprefixed name.
-PLAIN_ENV: dict[str, str] = {"openai_base_url": "OPENAI_BASE_URL"}
+PLAIN_ENV: dict[str, str] = {
+    "openai_base_url": "OPENAI_BASE_URL",
+    "openai_realtime_model": "OPENAI_REALTIME_MODEL",
+    "openai_realtime_voice": "OPENAI_REALTIME_VOICE",
+}
 
 
 class Settings(BaseSettings):
@@ -152,6 +156,24 @@ class Settings(BaseSettings):
     )
     system_prompt: str | None = Field(
         default=None, max_length=4000, description="Overrides the built-in prompt."
+    )
+    engine: Literal["cascade", "realtime"] = Field(
+        default="cascade",
+        description="Voice engine: cascade (STT -> chat -> TTS) or realtime (OpenAI Realtime speech-to-speech).",
+    )
+    openai_realtime_model: str = Field(
+        default="gpt-realtime",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="Realtime model for OPENAB_ENGINE=realtime (checked against the server at start-up).",
+    )
+    openai_realtime_voice: str = Field(
+        default="marin",
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Voice of the realtime model.",
     )
 
     # --- storage ---

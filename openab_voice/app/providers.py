@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
+from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
 from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.realtime import realtime_capabilities
 from openab_voice.engine.settings import (
     SMALL_MODEL_PROMPT,
     SMALL_MODEL_SENTENCES,
@@ -17,6 +20,8 @@ from openab_voice.engine.settings import (
     DialogueSettings,
     negotiate,
 )
+from openab_voice.errors import OpenabError
+from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
 from openab_voice.providers.speech_registry import (
     ChatConfig,
     SttConfig,
@@ -25,6 +30,8 @@ from openab_voice.providers.speech_registry import (
     stt_registry,
     tts_registry,
 )
+
+log = logging.getLogger(__name__)
 
 
 def frontend_settings(settings: Settings) -> FrontEndSettings:
@@ -63,6 +70,8 @@ def build_providers(settings: Settings) -> ConversationProviders:
     if not settings.dialogue_enabled:
         return providers
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if settings.engine == "realtime":
+        return _realtime(settings, providers)
     providers.tts = tts_registry().create(
         settings.tts_provider,
         TtsConfig(base_url=settings.openai_base_url, api_key=key, voice=settings.tts_voice),
@@ -96,3 +105,49 @@ def build_providers(settings: Settings) -> ConversationProviders:
         chat=providers.chat.capabilities,
     )
     return providers
+
+
+def _realtime(settings: Settings, providers: ConversationProviders) -> ConversationProviders:
+    """``OPENAB_ENGINE=realtime``: the provider speaks; our STT still decides the turns (wake name)."""
+    providers.realtime = OpenAIRealtime(realtime_config(settings))
+    providers.realtime_voice = settings.openai_realtime_voice
+    dialogue = DialogueSettings(
+        mode=DialogueMode(settings.assistant_mode),
+        wake_name=settings.wake_name,
+        preemptive_generation=False,  # a provider response cannot be held unheard
+    )
+    if settings.system_prompt:
+        dialogue = replace(dialogue, system_prompt=settings.system_prompt)
+    providers.dialogue = dialogue
+    providers.capabilities = realtime_capabilities(dialogue.mode)
+    return providers
+
+
+async def probe_realtime(
+    providers: ConversationProviders, *, bus: EventBus, clock: Clock
+) -> OpenabError | None:
+    """At start-up, open one realtime session: a refused key or an unknown model is reported now
+    (``ErrorRaised``, logged) and the dialogue is switched off, so every call stays up receive-only.
+
+    A failure worth retrying (the server unreachable) keeps the engine: each call reconnects.
+    Returns the error, or None when the provider accepted the session (or there is none).
+    """
+    if providers.realtime is None:
+        return None
+    try:
+        await probe(providers.realtime)
+    except OpenabError as exc:
+        log.error("realtime engine unavailable: %s", exc)
+        bus.publish(
+            ErrorRaised(
+                at=clock.monotonic(),
+                code=exc.code,
+                message=exc.message,
+                retryable=exc.retryable,
+                details={"engine": "realtime", "model": providers.realtime.model},
+            )
+        )
+        if not exc.retryable:
+            providers.dialogue = None  # receive-only: transcription goes on, nobody is answered
+        return exc
+    return None

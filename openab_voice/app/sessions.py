@@ -24,13 +24,16 @@ from openab_voice.discord.roster import ChannelRoster
 from openab_voice.discord.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
+from openab_voice.providers.realtime_openai import DEFAULT_VOICE
 from openab_voice.tools.registry import default_tools
 from openab_voice.tools.router import ToolRouter
 
@@ -139,7 +142,7 @@ class SessionFactory:
 
         if transcriber is not None and playback is not None:
             conversation = self._conversation(
-                channel, playback, facts, session_id, intake, claimed if claims else None
+                channel, playback, facts, session_id, intake, claimed if claims else None, frontend
             )
         return VoiceSession(
             session_id=session_id,
@@ -229,10 +232,13 @@ class SessionFactory:
         session_id: str,
         intake: TaskPhraseIntake | None,
         claimed: Callable[[str], bool] | None = None,
+        frontend: FrontEnd | None = None,
     ) -> ConversationManager | None:
-        """The spoken dialogue, when the dialogue, its chat model and its TTS are configured."""
+        """The spoken dialogue, when the dialogue and its engine (chat model and TTS, or the realtime
+        provider) are configured."""
         providers = self._providers
-        if providers.dialogue is None or providers.chat is None or providers.tts is None:
+        cascade = providers.chat is not None and providers.tts is not None
+        if providers.dialogue is None or not (cascade or providers.realtime is not None):
             return None
         me = channel.guild.me
         dialogue = replace(
@@ -251,6 +257,16 @@ class SessionFactory:
         tools: ToolPath = registry
         if records is not None and records.router is not None:
             tools = ToolRouter(registry, clock=self._clock, settings=records.router, audit=records.tool_calls)
+        engine: EngineFactory | None = None
+        if providers.realtime is not None:
+            # The same tool path as the cascade's; the engine offers the provider only the semantic ones.
+            engine = realtime_engine(
+                connector=providers.realtime,
+                output=playback,
+                tools=tools,
+                capture=frontend.subscribe if frontend is not None else None,
+                settings=RealtimeSettings(voice=providers.realtime_voice or DEFAULT_VOICE),
+            )
         return ConversationManager(
             bus=self._bus,
             clock=self._clock,
@@ -263,6 +279,7 @@ class SessionFactory:
             session_id=session_id,
             claimed=claimed,
             memory=self._memory(channel),
+            engine=engine,
         )
 
     def _remember(self, channel: VoiceChannel, session_id: str, say: Say) -> RememberIntake | None:

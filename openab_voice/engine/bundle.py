@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
 from openab_voice.engine.utterances import TranscriberSettings
+from openab_voice.providers.realtime_openai import RealtimeConnector
 from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
 
 
@@ -19,8 +20,14 @@ class ConversationProviders:
     transcriber: TranscriberSettings = field(default_factory=TranscriberSettings)
     dialogue: DialogueSettings | None = None
     capabilities: EngineCapabilities | None = None
+    realtime: RealtimeConnector | None = None
+    """The realtime engine's provider (``OPENAB_ENGINE=realtime``); chat and TTS stay None then."""
+    realtime_voice: str | None = None
 
     async def aclose(self) -> None:
+        aclose = getattr(self.realtime, "aclose", None)
+        if aclose is not None:
+            await aclose()
         if self.chat is not None:
             await self.chat.aclose()
         if self.tts is not None:

@@ -69,13 +69,14 @@ from openab_voice.providers.realtime_openai import (
     RealtimeConnector,
     RealtimeLink,
     connection_error,
+    greeted,
     server_error,
 )
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
     from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
 
-__all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_engine", "session_config"]
+__all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_capabilities", "realtime_engine", "session_config"]
 
 log = logging.getLogger(__name__)
 
@@ -168,23 +169,7 @@ class RealtimeEngine:
         """A failure that is not retried (auth, unknown model): the engine stays down."""
         self.advisory: list[str] = []
         """The provider's own speech events, kept for inspection; never acted on."""
-        duplex = binding.settings.mode is DialogueMode.FULL_DUPLEX
-        mono24 = AudioFormat(rate=PROVIDER_RATE, channels=1)
-        self._capabilities = EngineCapabilities(
-            mode=binding.settings.mode,
-            streaming_input=True,
-            partials=True,
-            streaming_output=True,
-            tts_streaming=True,
-            interruption=duplex,
-            semantic_tools=True,
-            full_duplex=duplex,
-            engine="realtime",
-            exact_speech_output=False,
-            output_format=DISCORD_PCM,
-            provider_input_format=mono24,
-            provider_output_format=mono24,
-        )
+        self._capabilities = realtime_capabilities(binding.settings.mode)
 
     # --- the seam ------------------------------------------------------------------------------
 
@@ -471,7 +456,7 @@ class RealtimeEngine:
                 delay = min(delay * 2, self._settings.reconnect_max_s)
                 continue
             try:
-                await self._greeted(link)
+                await greeted(link, model=self._model)
                 await self._seed(link)
             except OpenabError as exc:
                 await link.close()
@@ -516,27 +501,6 @@ class RealtimeEngine:
             self.failure = error
             return False
         return True
-
-    async def _greeted(self, link: RealtimeLink) -> None:
-        """Wait for ``session.created``: a server that refuses the session (an unknown model) says
-        so in an ``error`` event before it closes.
-
-        Raises:
-            OpenabError: the refusal, or the connection's loss.
-        """
-        events = link.events()
-        try:
-            async for event in events:
-                if event.type == "session.created":
-                    return
-                if event.type == "error":
-                    err = event.error
-                    raise server_error(kind=err.type, code=err.code, message=err.message, model=self._model)
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        raise connection_error(ConnectionError("closed before session.created"), model=self._model)
 
     async def _seed(self, link: RealtimeLink) -> None:
         """``session.update``, then our heard-only history as items (a fresh session knows nothing)."""
@@ -658,6 +622,28 @@ class _NoLink:
 
     async def close(self) -> None:
         return
+
+
+def realtime_capabilities(mode: DialogueMode) -> EngineCapabilities:
+    """What the realtime engine does: streaming both ways, interruption in full duplex, semantic
+    tools; its speech is the model's own (captions are its transcript, not exact output)."""
+    duplex = mode is DialogueMode.FULL_DUPLEX
+    mono24 = AudioFormat(rate=PROVIDER_RATE, channels=1)
+    return EngineCapabilities(
+        mode=mode,
+        streaming_input=True,
+        partials=True,
+        streaming_output=True,
+        tts_streaming=True,
+        interruption=duplex,
+        semantic_tools=True,
+        full_duplex=duplex,
+        engine="realtime",
+        exact_speech_output=False,
+        output_format=DISCORD_PCM,
+        provider_input_format=mono24,
+        provider_output_format=mono24,
+    )
 
 
 def realtime_engine(

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from openab_voice.config import Settings
 from openab_voice.errors import OpenabError, ProviderUnavailable
 from openab_voice.providers.speech_registry import ProviderRequestFailed, ProviderRequestRejected
 
@@ -43,6 +44,9 @@ __all__ = [
     "RealtimeConnector",
     "RealtimeLink",
     "connection_error",
+    "greeted",
+    "probe",
+    "realtime_config",
     "server_error",
 ]
 
@@ -97,6 +101,17 @@ class RealtimeConfig:
     voice: str = DEFAULT_VOICE
     base_url: str | None = None
     api_key: str | None = None
+
+
+def realtime_config(settings: Settings) -> RealtimeConfig:
+    """Where ``OPENAB_ENGINE=realtime`` connects (``OPENAI_*``); the key never leaves this object."""
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return RealtimeConfig(
+        model=settings.openai_realtime_model,
+        voice=settings.openai_realtime_voice,
+        base_url=settings.openai_base_url,
+        api_key=key,
+    )
 
 
 def _websocket_errors() -> tuple[type[BaseException], ...]:
@@ -254,3 +269,39 @@ class OpenAIRealtime:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+async def greeted(link: RealtimeLink, *, model: str) -> None:
+    """Wait for ``session.created``: a server that refuses the session (an unknown model) says so in
+    an ``error`` event before it closes.
+
+    Raises:
+        OpenabError: the refusal (``REALTIME_MODEL_UNKNOWN`` ...), or the connection's loss.
+    """
+    events = link.events()
+    try:
+        async for event in events:
+            if event.type == "session.created":
+                return
+            if event.type == "error":
+                err = event.error
+                raise server_error(kind=err.type, code=err.code, message=err.message, model=model)
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    raise connection_error(ConnectionError("closed before session.created"), model=model)
+
+
+async def probe(connector: RealtimeConnector) -> None:
+    """Open a session, wait for ``session.created`` and close it: what ``check-config`` and the bot's
+    start-up do, so a refused key or an unknown model is reported before any call.
+
+    Raises:
+        OpenabError: ``REALTIME_AUTH_FAILED``, ``REALTIME_MODEL_UNKNOWN``, ``REALTIME_CONNECTION_LOST`` ...
+    """
+    link = await connector.connect()
+    try:
+        await greeted(link, model=connector.model)
+    finally:
+        await link.close()
