@@ -81,6 +81,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from openab_voice.demo.scenario import load_scenario
 
     settings = load_settings()
+    if args.engine is not None:
+        settings = settings.model_copy(update={"engine": args.engine})
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     scenario = load_scenario(args.scenario)
     if args.report:
@@ -277,6 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--record", type=Path, default=None, help="write DIR/<speaker id>.wav of what the bot heard"
+    )
+    p.add_argument(
+        "--engine",
+        choices=("cascade", "realtime"),
+        default=None,
+        help="voice engine (default: OPENAB_ENGINE); realtime runs on the loopback realtime server",
     )
     p.set_defaults(func=_cmd_demo)
 

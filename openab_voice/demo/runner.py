@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from openab_voice.actions.ports import button_id, parse_button_id
-from openab_voice.app import build_app
+from openab_voice.app import build_app, probe_realtime
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
+from openab_voice.demo.realtime import loopback_provider
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
 from openab_voice.report.builder import ReportBuilder
@@ -171,7 +172,15 @@ async def run_demo(
     )
     users = {int(s.id): s.name for s in scenario.speakers}
     spoken = await synthesize_lines(scenario)
-    app = build_app(settings, bus=bus, clock=clock)
+    provider = contextlib.AsyncExitStack()  # the loopback realtime server, for --engine realtime
+    try:
+        if settings.engine == "realtime" and scenario.dialogue:
+            settings = await provider.enter_async_context(loopback_provider(settings))
+        app = build_app(settings, bus=bus, clock=clock)
+        await probe_realtime(app.providers, bus=bus, clock=clock)
+    except BaseException:
+        await provider.aclose()
+        raise
     tasks: list[asyncio.Task[Any]] = []
     try:
         async with BotOnEmulator.on(app, config, users=users) as h:
@@ -209,6 +218,7 @@ async def run_demo(
         for task in tasks:
             task.cancel()
         await app.aclose()
+        await provider.aclose()
         scratch.cleanup()
         report.close()
         if reporter is not None:
