@@ -26,6 +26,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from openab_voice.config import load_settings, shard_range
+
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 KUBERNETES_VERSION = "1.32"  # the schemas the manifests are validated against (kind, k3d, docker-desktop)
 OVERLAYS = ("local", "external-db")
@@ -147,6 +149,33 @@ def violations(objects: list[Obj]) -> list[str]:
         if workspace is None or not ({"emptyDir", "persistentVolumeClaim"} & set(workspace)):
             out.append(f"{EXECUTOR}: no emptyDir or PVC workspace volume at /data")
     out += network_violations([o for o in objects if o["kind"] == "NetworkPolicy"])
+    out += shard_violations(objects)
+    return out
+
+
+POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"
+
+
+def shard_violations(objects: list[Obj]) -> list[str]:
+    """The bot pods' shard ranges: the ordinal wired from the StatefulSet's pod index, and the replicas
+    covering every shard, each by exactly one pod."""
+    bots = [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == BOT]
+    if not bots:
+        return [f"no {BOT} StatefulSet"]
+    bot = bots[0]
+    env = {e["name"]: e for c in bot["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
+    out = []
+    ordinal = env.get("OPENAB_SHARD_ORDINAL", {}).get("valueFrom", {}).get("fieldRef", {})
+    if ordinal.get("fieldPath") != POD_INDEX:
+        out.append(f"{BOT}: OPENAB_SHARD_ORDINAL is not wired from the pod's ordinal ({POD_INDEX})")
+    try:
+        count = int(env["OPENAB_SHARD_COUNT"]["value"])
+        per_pod = int(env.get("OPENAB_SHARDS_PER_POD", {}).get("value", "1"))
+    except (KeyError, ValueError):
+        return [*out, f"{BOT}: no literal OPENAB_SHARD_COUNT / OPENAB_SHARDS_PER_POD"]
+    replicas = bot["spec"].get("replicas", 1)
+    if replicas != -(-count // per_pod):
+        out.append(f"{BOT}: {replicas} replicas for {count} shards at {per_pod} per pod")
     return out
 
 
@@ -223,10 +252,32 @@ def test_the_local_overlay_runs_postgres_with_a_volume_and_the_external_one_none
         bot = named(objects, "StatefulSet", BOT)
         env = {e["name"]: e for e in bot["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["OPENAB_EXECUTOR"]["value"] == "remote"  # the bot never spawns an agent here
+        # One pod per shard range: the ordinal picks it, the shard settings validate as the pod reads them.
+        assert env["OPENAB_SHARD_ORDINAL"]["valueFrom"]["fieldRef"]["fieldPath"] == POD_INDEX
+        pods = [
+            shard_range(
+                load_settings(
+                    {
+                        "OPENAB_SHARD_COUNT": env["OPENAB_SHARD_COUNT"]["value"],
+                        "OPENAB_SHARDS_PER_POD": env["OPENAB_SHARDS_PER_POD"]["value"],
+                        "OPENAB_SHARD_ORDINAL": str(ordinal),
+                    }
+                )
+            )
+            for ordinal in range(bot["spec"]["replicas"])
+        ]
+        owned = [shard for pod in pods if pod is not None for shard in pod.ids]
+        assert sorted(owned) == list(range(int(env["OPENAB_SHARD_COUNT"]["value"])))
         executor = named(objects, "Deployment", EXECUTOR)
         [container] = executor["spec"]["template"]["spec"]["containers"]
         assert container["args"] == ["executor"]
         assert container["livenessProbe"]["exec"]["command"] == ["openab-voice", "executor", "--health"]
+
+
+def bot_env(objects: list[Obj], name: str) -> Obj:
+    [container] = named(objects, "StatefulSet", BOT)["spec"]["template"]["spec"]["containers"]
+    found: Obj = next(e for e in container["env"] if e["name"] == name)
+    return found
 
 
 def executor_spec(objects: list[Obj]) -> Obj:
@@ -288,6 +339,18 @@ def executor_spec(objects: list[Obj]) -> Obj:
             lambda o: o.remove(named(o, "NetworkPolicy", "default-deny")),
             "no default-deny NetworkPolicy",
         ),
+        (
+            lambda o: (env := bot_env(o, "OPENAB_SHARD_ORDINAL")).pop("valueFrom") and env.update(value="0"),
+            "OPENAB_SHARD_ORDINAL is not wired from the pod's ordinal",
+        ),
+        (
+            lambda o: bot_env(o, "OPENAB_SHARD_ORDINAL")["valueFrom"]["fieldRef"].update(
+                fieldPath="metadata.name"
+            ),
+            "OPENAB_SHARD_ORDINAL is not wired from the pod's ordinal",
+        ),
+        (lambda o: named(o, "StatefulSet", BOT)["spec"].update(replicas=1), "1 replicas for 2 shards"),
+        (lambda o: bot_env(o, "OPENAB_SHARD_COUNT").update(value="3"), "2 replicas for 3 shards"),
     ],
 )
 def test_each_rule_catches_the_edit_it_guards_against(edit: Any, caught: str) -> None:
