@@ -8,6 +8,7 @@ one TLS port for the voice websocket (the VOICE_SERVER_UPDATE endpoint) and one 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import socket
@@ -56,6 +57,10 @@ class DiscordEmulator(VoiceLifeApi):
     Args:
         config: behaviour (DAVE, transport modes, impairments, seed, token).
         clock: paces fake speakers and timestamps messages; the system clock by default.
+        joined: another guild of the same bot: this one shares ``joined``'s bot user, application,
+            token, gateway and REST port (which routes each request to the guild it names), and keeps
+            its own channels, members, voice servers and UDP port. Start ``joined`` first.
+        shard: with ``joined``, pick this guild's id so it lands on shard ``(id, count)``.
 
     Attributes:
         config: the settings.
@@ -65,17 +70,39 @@ class DiscordEmulator(VoiceLifeApi):
         bot_audio: what the bot played, decoded.
     """
 
-    def __init__(self, config: EmulatorConfig = DEFAULT_CONFIG, *, clock: Clock | None = None) -> None:
+    token: str
+    bot_user_id: int
+    application_id: int
+    _snowflakes: Snowflakes
+
+    def __init__(
+        self,
+        config: EmulatorConfig = DEFAULT_CONFIG,
+        *,
+        clock: Clock | None = None,
+        joined: DiscordEmulator | None = None,
+        shard: tuple[int, int] | None = None,
+    ) -> None:
         self.config = config
         self._clock: Clock = clock or SystemClock()
-        snowflakes = Snowflakes()
+        self._joined = joined
+        self._members: list[DiscordEmulator] = [self]
+        self._api_routes: list[web.RouteDef] | None = None
+        snowflakes = Snowflakes() if joined is None else joined._snowflakes
+        self._snowflakes = snowflakes
+        guild_id = snowflakes.next()
+        while shard is not None and (guild_id >> 22) % shard[1] != shard[0]:
+            guild_id = snowflakes.next()
+        text_channel_id, voice_channel_id = snowflakes.next(), snowflakes.next()
         ids = GuildIds(
-            guild_id=snowflakes.next(),
-            text_channel_id=snowflakes.next(),
-            voice_channel_id=snowflakes.next(),
-            bot_user_id=snowflakes.next(),
-            application_id=snowflakes.next(),
+            guild_id=guild_id,
+            text_channel_id=text_channel_id,
+            voice_channel_id=voice_channel_id,
+            bot_user_id=snowflakes.next() if joined is None else joined.bot_user_id,
+            application_id=snowflakes.next() if joined is None else joined.application_id,
         )
+        if joined is not None and config.token != joined.token:
+            raise EmulatorError("a joined guild's bot must have the same token", code="EMULATOR_BAD_CONFIG")
         self.recorder_user_id = snowflakes.next()
         self._state = GuildState(ids, bot_name=config.bot_name, clock=self._clock, snowflakes=snowflakes)
         self.token = config.token
@@ -98,12 +125,17 @@ class DiscordEmulator(VoiceLifeApi):
             allocate_ssrc=self._allocate_ssrc,
             recorder_id=self.recorder_user_id,
         )
-        self._hub = GatewayHub(
-            self._state,
-            token=config.token,
-            on_voice_state=self._on_voice_state,
-            gateway_url=self._gateway_url,
-        )
+        if joined is None:
+            self._hub = GatewayHub(
+                self._state,
+                token=config.token,
+                on_voice_state=self._on_voice_state,
+                gateway_url=self._gateway_url,
+            )
+        else:
+            self._hub = joined._hub
+            self._hub.add_guild(self._state, on_voice_state=self._on_voice_state)
+            joined._members.append(self)
         self._room = VoiceRoom(
             self._state,
             self._hub,
@@ -133,16 +165,15 @@ class DiscordEmulator(VoiceLifeApi):
             raise EmulatorError(f"cannot start an emulator that is {self._phase}", code="EMULATOR_STATE")
         self._phase = "running"
         try:
-            self._material = certs.generate_certificate()
-            server_ctx = certs.server_ssl_context(self._material)
+            if self._joined is not None and self._joined._material is None:
+                raise EmulatorError("start the joined emulator first", code="EMULATOR_STATE")
+            # A joined guild's voice servers present the same CA the bot's connector trusts.
+            material = certs.generate_certificate() if self._joined is None else self._joined._material
+            assert material is not None
+            self._material = material
+            server_ctx = certs.server_ssl_context(material)
             api = web.Application(middlewares=[discord_errors])
-            api.add_routes(
-                IdentityApi(
-                    self._state, self._commands, token=self.token, gateway_url=self._gateway_url
-                ).routes()
-            )
-            api.add_routes(ChannelApi(self._state, self._hub, token=self.token).routes())
-            api.add_routes(WebhookApi(self._state, self._interactions, self._hub).routes())
+            api.add_routes(self._front_routes())
             api.add_routes([web.get("/", self._hub.handle), web.get("/gateway", self._hub.handle)])
             voice = web.Application(middlewares=[discord_errors])
             voice.add_routes([web.get("/", self._voice.handle)])
@@ -154,6 +185,48 @@ class DiscordEmulator(VoiceLifeApi):
         except BaseException:
             await self.aclose()
             raise
+
+    def _own_routes(self) -> list[web.RouteDef]:
+        """This guild's REST routes (built once)."""
+        if self._api_routes is None:
+            self._api_routes = [
+                *IdentityApi(
+                    self._state, self._commands, token=self.token, gateway_url=self._gateway_url
+                ).routes(),
+                *ChannelApi(self._state, self._hub, token=self.token).routes(),
+                *WebhookApi(self._state, self._interactions, self._hub).routes(),
+            ]
+        return self._api_routes
+
+    def _front_routes(self) -> list[web.RouteDef]:
+        """The REST port's routes: each request goes to the guild it names (channel, guild or
+        interaction token); one that names none (the bot user, the gateway) to this one, except a
+        global command overwrite, which every guild's registry takes."""
+        return [
+            web.route(route.method, route.path, functools.partial(self._route, index))
+            for index, route in enumerate(self._own_routes())
+        ]
+
+    async def _route(self, index: int, request: web.Request) -> web.StreamResponse:
+        if len(self._members) > 1:
+            target = self._member_for(request)
+            if target is None and request.method == "PUT":
+                for member in self._members[1:]:
+                    await member._own_routes()[index].handler(request)
+            elif target is not None:
+                return await target._own_routes()[index].handler(request)
+        return await self._own_routes()[index].handler(request)
+
+    def _member_for(self, request: web.Request) -> DiscordEmulator | None:
+        info = request.match_info
+        for member in self._members:
+            if info.get("channel", "").isdigit() and int(info["channel"]) in member._state.channel_ids():
+                return member
+            if info.get("guild", "").isdigit() and int(info["guild"]) == member.guild_id:
+                return member
+            if "token" in info and member._interactions.by_token(info["token"]) is not None:
+                return member
+        return None
 
     async def _serve(self, app: web.Application, ctx: ssl.SSLContext) -> int:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
