@@ -209,7 +209,13 @@ def _bench_executor(args: argparse.Namespace) -> dict[str, Any]:
 def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
     from openab_voice.bench.dialogue import run
 
-    return run(trials=args.trials, ttft_ms=args.ttft_ms, preemptive=not args.no_preemptive)
+    return run(
+        trials=args.trials,
+        ttft_ms=args.ttft_ms,
+        preemptive=not args.no_preemptive,
+        engine=args.engine,
+        first_audio_latency_ms=args.first_audio_ms,
+    )
 
 
 def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
@@ -357,6 +363,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--no-preemptive", action="store_true", help="dialogue: preemptive generation off (to compare)"
+    )
+    p.add_argument(
+        "--engine",
+        choices=("cascade", "realtime"),
+        default="cascade",
+        help="dialogue: the voice engine (realtime: on the loopback realtime server)",
+    )
+    p.add_argument(
+        "--first-audio-ms",
+        type=float,
+        default=300.0,
+        help="dialogue --engine realtime: the server's first audio no earlier than this after a request",
     )
     p.set_defaults(func=_cmd_bench)
     return parser

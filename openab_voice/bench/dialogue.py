@@ -37,6 +37,15 @@ VAD placed the end, to the first frame handed to playback; answers to "stop" inc
 not flag, detection delay, engine, output stop), gives the engine's own ``barge_in_ms`` (from the
 accepted onset) and the end-of-speech-to-final time, so a missed target points at its cause. Wall
 time: about 20 s per trial (one round of each kind) plus model loading, on two cores.
+
+``engine="realtime"`` runs the same rounds on the realtime engine against the loopback realtime
+server (:mod:`openab_voice.testing.realtime`) through the real ``openai`` client: it hears the
+committed turn audio with the same faster-whisper, answers with the same scripted texts and speaks
+them with the same Piper voice, its first audio no earlier than ``first_audio_latency_ms`` after the
+request (a provider's own latency). Two figures are added: ``truncate_sent_ms`` (the engine's
+barge-in onset to its ``conversation.item.truncate`` sent) and ``audio_end_error_ms`` (the
+``audio_end_ms`` it sent against the answer's audio the listener actually received at the emulator
+before the cut); ``tts_first_chunk_ms`` has no meaning there (the provider speaks).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
+from openab_voice.bench.realtime import LoopbackRealtimeServer, realtime_providers, realtime_server
 from openab_voice.bench.stats import summary
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock, SystemClock
@@ -59,6 +69,7 @@ from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
     LatencyMeasured,
+    ProviderTruncated,
     TranscriptDiscarded,
     TranscriptFinal,
 )
@@ -78,6 +89,11 @@ TARGETS: dict[str, float] = {
     "tts_first_chunk_ms": 250.0,
     "eou_to_first_audio_ms": 700.0,
     "echo_false_interrupts": 0,
+}
+REALTIME_TARGETS: dict[str, float] = {
+    **{k: v for k, v in TARGETS.items() if k != "tts_first_chunk_ms"},
+    "truncate_sent_ms": 20.0,
+    "audio_end_error_ms": 40.0,
 }
 _ENGINE_METRICS = ("first_stable_partial_ms", "eou_to_first_audio_ms", "tts_first_chunk_ms")
 _SILENCE_FRAME_S = 0.02
@@ -125,16 +141,29 @@ class _Samples:
     speech_end_to_final: list[float] = field(default_factory=list)
     echo_false_interrupts: list[int] = field(default_factory=list)  # per echo round
     missed_barge_ins: int = 0
+    truncate_sent: list[float] = field(default_factory=list)  # realtime only
+    audio_end_error: list[float] = field(default_factory=list)  # realtime only
 
 
-def run(*, trials: int = 5, ttft_ms: float = 0.0, seed: int = 0, preemptive: bool = True) -> dict[str, Any]:
+def run(
+    *,
+    trials: int = 5,
+    ttft_ms: float = 0.0,
+    seed: int = 0,
+    preemptive: bool = True,
+    engine: str = "cascade",
+    first_audio_latency_ms: float = 300.0,
+) -> dict[str, Any]:
     """Run the benchmark (real STT and TTS, fake LLM) and return a JSON-friendly report.
 
     Args:
         trials: rounds of each kind (barge-in, echo only).
         ttft_ms: the fake LLM's time to first token (included in ``eou_to_first_audio_ms``).
         seed: seeds the emulator (impairments, RTP start) and the echo's reverb.
-        preemptive: preemptive generation on (the product's default) or off.
+        preemptive: preemptive generation on (the product's default) or off (cascade only).
+        engine: ``cascade`` or ``realtime`` (on the loopback realtime server).
+        first_audio_latency_ms: realtime: the server's first audio no earlier than this after the
+            response was requested.
 
     Returns:
         ``{"barge_in_ms": {"p50", "p95", "n"}, "first_stable_partial_ms": {...},
@@ -145,37 +174,48 @@ def run(*, trials: int = 5, ttft_ms: float = 0.0, seed: int = 0, preemptive: boo
         ValueError: ``trials`` < 1 or a negative ``ttft_ms``.
         ProviderUnavailable: faster-whisper or Piper is not installed.
     """
-    if trials < 1 or ttft_ms < 0:
+    if trials < 1 or ttft_ms < 0 or first_audio_latency_ms < 0:
         raise ValueError("need at least one trial and a non-negative ttft_ms")
-    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive))
-    report = _report(samples, trials=trials, ttft_ms=ttft_ms)
-    report["preemptive_generation"] = preemptive
+    if engine not in ("cascade", "realtime"):
+        raise ValueError(f"unknown engine {engine!r}")
+    realtime = first_audio_latency_ms / 1000.0 if engine == "realtime" else None
+    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime))
+    report = _report(samples, trials=trials, ttft_ms=ttft_ms, realtime=realtime is not None)
+    report["preemptive_generation"] = preemptive and realtime is None
+    report["engine"] = engine
+    if realtime is not None:
+        report["first_audio_latency_ms"] = first_audio_latency_ms
     return report
 
 
-async def _bench(trials: int, ttft_s: float, seed: int, preemptive: bool) -> _Samples:
+async def _bench(
+    trials: int, ttft_s: float, seed: int, preemptive: bool, realtime: float | None = None
+) -> _Samples:
     clock = SystemClock()
     stt = stt_registry().create("faster-whisper", SttConfig())
     tts = tts_registry().create("piper", TtsConfig())
     samples = _Samples()
+    server = None if realtime is None else await realtime_server(stt, tts, first_audio_latency_s=realtime)
     try:
         clips = await _clips(tts)
         # No resume after a false interruption here: when the interruption's words are lost, the
         # rest of the answer would be said again, which only costs time (barge-in is measured first).
         async with _Session(
-            clock, stt, tts, ttft_s=ttft_s, seed=seed, resume=False, preemptive=preemptive
+            clock, stt, tts, ttft_s=ttft_s, seed=seed, resume=False, preemptive=preemptive, server=server
         ) as s:
             for _ in range(trials):
                 await _barge_in_round(s, clips, samples)
             s.collect(samples)
         echo = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=seed)
         async with _Session(
-            clock, stt, tts, ttft_s=ttft_s, seed=seed + 1, resume=True, preemptive=preemptive
+            clock, stt, tts, ttft_s=ttft_s, seed=seed + 1, resume=True, preemptive=preemptive, server=server
         ) as s:
             for _ in range(trials):
                 await _echo_round(s, clips, echo, samples)
             s.collect(samples)
     finally:
+        if server is not None:
+            await server.aclose()
         await tts.aclose()
         stt.close()
     return samples
@@ -243,6 +283,7 @@ class _Session:
         seed: int,
         resume: bool,
         preemptive: bool,
+        server: LoopbackRealtimeServer | None = None,
     ) -> None:
         self.clock = clock
         self.chat = ScriptedChatModel(clock, [_reply], ttft_s=ttft_s, token_s=0.02)
@@ -255,6 +296,8 @@ class _Session:
         providers = ConversationProviders(
             stt=stt, tts=tts, chat=self.chat, dialogue=dialogue, capabilities=caps
         )
+        if server is not None:
+            providers = realtime_providers(stt, dialogue, server)
         settings = load_settings({}, playback_enabled=True, dialogue_enabled=True)
         self.h = BotOnEmulator(
             settings,
@@ -340,6 +383,8 @@ class _Session:
         for e in self.of(LatencyMeasured):
             if e.metric == "barge_in_ms":
                 samples.engine_barge_in.append(e.value_ms)
+            elif e.metric == "truncate_sent_ms":
+                samples.truncate_sent.append(e.value_ms)
             elif e.metric in samples.metrics:
                 samples.metrics[e.metric].append(e.value_ms)
         for f in self.of(TranscriptFinal):
@@ -355,6 +400,8 @@ def _reply(messages: Sequence[ChatMessage]) -> str:
 
 async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None:
     speaker = s.h.emulator.speaker(_USER)
+    sink = s.h.emulator.bot_audio
+    before_ms = sink.ms
     first = await _ask(s, clips, samples)
     await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
     mark = len(s.events)
@@ -365,6 +412,8 @@ async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None
     # (prepared ahead, it may start at once then), so that pause always comes first; an answer that
     # was never cut runs on, and its own end is then the figure.
     answer_end = asyncio.ensure_future(_audio_pause_after(s, onset, mark))
+    heard_ms: list[float] = []  # the answer's audio the listener got, when its cut was detected
+    answer_end.add_done_callback(lambda _: heard_ms.append(sink.ms - before_ms))
     try:
         await speaker.say(clips.stop)
 
@@ -381,6 +430,9 @@ async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None
     if last is not None and last > onset:
         samples.barge_in.append((last - onset) * 1000.0)
         _stages(s, mark, onset, last, samples.stages)
+    truncated = s.of(ProviderTruncated, mark)
+    if truncated and heard_ms:
+        samples.audio_end_error.append(abs(truncated[0].audio_end_ms - heard_ms[0]))
     await s.settle()  # the reply to "stop", if its words were understood
 
 
@@ -436,15 +488,19 @@ async def _echo_round(s: _Session, clips: _Clips, echo: EchoPath, samples: _Samp
     samples.echo_false_interrupts.append(len(s.of(InterruptionDetected, mark)))
 
 
-def _report(samples: _Samples, *, trials: int, ttft_ms: float) -> dict[str, Any]:
+def _report(samples: _Samples, *, trials: int, ttft_ms: float, realtime: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"barge_in_ms": summary(samples.barge_in)}
     out.update({m: summary(v) for m, v in samples.metrics.items()})
     out["eou_to_first_audio_ms"] = summary(samples.heard_eou)
+    targets = REALTIME_TARGETS if realtime else TARGETS
+    if realtime:
+        out["truncate_sent_ms"] = summary(samples.truncate_sent)
+        out["audio_end_error_ms"] = summary(samples.audio_end_error)
     false_interrupts = sum(samples.echo_false_interrupts)
     out.update(echo_false_interrupts=false_interrupts, trials=trials, ttft_ms=ttft_ms)
-    out["targets"] = dict(TARGETS)
+    out["targets"] = dict(targets)
     meets: dict[str, bool] = {}
-    for name, target in TARGETS.items():
+    for name, target in targets.items():
         if name == "echo_false_interrupts":
             meets[name] = false_interrupts <= target
         else:

@@ -232,15 +232,15 @@ class RealtimeEngine:
             return None
         response = active.response
         handle = response.handle
+        decided_at = self._now()
         played_ms = handle.interrupt()  # the output stops first; this also cancels the task
         response.cut()
         if effect.barge_in is not None:
             self._latency(
                 "barge_in_ms", effect.barge_in.audio_time, handle.turn_id, effect.barge_in.speaker_id
             )
-        await self._cut(
-            response, played_ms, barge_in_at=None if effect.barge_in is None else effect.barge_in.audio_time
-        )
+        # truncate_sent_ms runs from our decision to interrupt (the machine's barge-in) to the send.
+        await self._cut(response, played_ms, barge_in_at=decided_at if effect.barge_in is not None else None)
         if active.task is not None and not await handle.wait_closed(
             self._b.clock, self._b.settings.cancel_timeout_s
         ):
