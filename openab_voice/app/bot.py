@@ -189,6 +189,7 @@ async def run_bot(settings: Settings, *, bus: EventBus | None = None) -> None:
         bus: the bus its observers (the terminal reporter) already listen on.
     """
     token = bot_token(settings)
+    shard_range(settings)  # a pod without a shard range fails here, before the models load
     clock = SystemClock()
     bus = bus or EventBus()
     check_providers(settings, bus=bus, clock=clock)
