@@ -9,11 +9,17 @@ time; the server answers as fast as it can; every wait is on a condition.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
 import pytest
 
+from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.events import (
     BotUtteranceFinished,
@@ -260,3 +266,56 @@ async def test_auth_failure_or_an_unknown_model_is_not_retried(key: str, model: 
         assert rig.of(TurnIgnored)[-1].reason == "recovering"
         await rig.run(1.0)
         assert len(rig.server.sessions) <= 1 and not rig.of(TurnAccepted)  # never retried
+
+
+class _Capture:
+    """Processed capture as the front end's subscription yields it (frames pushed by the test)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[ProcessedFrame] = asyncio.Queue()
+
+    def push(self, speaker: str, at: float, value: int) -> None:
+        pcm = np.full(320, value, dtype="<i2").tobytes()  # 20 ms at 16 kHz
+        frame = AudioFrame(
+            pcm=pcm, sample_rate=16_000, channels=1, timestamp=at, frame_id=0, speaker_id=speaker
+        )
+        processed = ProcessedFrame(
+            frame=frame,
+            speech=True,
+            user_speech=True,
+            speech_probability=0.9,
+            bot_speaking=False,
+            apm_ok=True,
+            degraded=False,
+        )
+        self.queue.put_nowait(processed)
+
+    async def frames(self) -> AsyncIterator[ProcessedFrame]:
+        while True:
+            yield await self.queue.get()
+
+
+async def test_only_the_accepted_speakers_turn_audio_goes_to_the_provider() -> None:
+    capture = _Capture()
+    names = {"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}
+    async with RealtimeRig(replies=["Paris."], names=names, capture=capture.frames) as rig:
+        await rig.until_ready()
+        now = rig.now()
+        for i in range(100):  # two seconds of both talking at once
+            at = now - 2.0 + i * 0.02
+            capture.push("alice", at, 1000)
+            capture.push("bob", at, -1000)
+        await rig.run(0.05)
+        rig.say("what is the capital of France", speaker="bob")  # not addressed: nothing is sent
+        rig.say("Jarvis, what is the capital of France", speaker="alice", began=now - 1.0)
+        utt = await rig.until_finished("turn-1")
+        assert utt.spoken_text == "Paris."
+        sent = rig.client_events("input_audio_buffer.append")
+        audio = np.frombuffer(b"".join(base64.b64decode(e.audio) for e in sent), dtype="<i2")
+        # Alice's last second plus the lead-in, at 24 kHz; never a sample of Bob's.
+        assert abs(audio.size - 1.1 * 24_000) <= 2 * 480
+        assert (audio > 0).mean() > 0.98 and not (audio < -500).any()
+        assert len(rig.client_events("input_audio_buffer.commit")) == 1
+        items = [e.item for e in rig.client_events("conversation.item.create") if e.item.role == "user"]
+        assert [c.text for c in items[-1].content] == ["Alice says:"]
+        assert bytes(rig.session().input_audio) == b""  # committed into an item, nothing left over
