@@ -109,6 +109,7 @@ class LoopbackRealtimeServer:
         self._port = port
         self._server: Server | None = None
         self._session_added = asyncio.Condition()
+        self._handlers: set[asyncio.Task[object]] = set()
 
     # --- addresses -----------------------------------------------------------------------------
 
@@ -149,6 +150,10 @@ class LoopbackRealtimeServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+            # A session can be waiting on an injected clock that nobody advances any more (planned
+            # latency, paced audio): its handler is cancelled so that closing stays bounded.
+            for task in list(self._handlers):
+                task.cancel()
             await server.wait_closed()
         if self._own_listener:
             await self._services.listener.aclose()
@@ -211,6 +216,15 @@ class LoopbackRealtimeServer:
             except ConnectionClosed:
                 pass
             return
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await self._serve(connection, model)
+        finally:
+            self._handlers.discard(task)
+
+    async def _serve(self, connection: ServerConnection, model: str) -> None:
         session = LoopbackSession(connection, model=model, services=self._services)
         async with self._session_added:
             self.sessions.append(session)

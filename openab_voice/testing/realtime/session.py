@@ -119,6 +119,7 @@ class LoopbackSession:
         self.client_events: list[ClientEvent] = []
         self.rejected: list[ParseFailure] = []
         self.sent: list[ServerEvent] = []
+        self.sent_at: list[float] = []  # the server clock's time each event in ``sent`` went out
         self.responses: list[ResponseRecord] = []
         self.input_audio = bytearray()
         self._ws = connection
@@ -224,6 +225,7 @@ class LoopbackSession:
                 self._has_spoken = True  # the voice is fixed from the first audio on
             await self._ws.send(dump_server_event(event))
             self.sent.append(event)
+            self.sent_at.append(self._services.clock.monotonic())
         await self._notify()
 
     async def _receive(self, message: str | bytes) -> None:
