@@ -19,7 +19,9 @@ Every error has a stable ``code`` (safe to match on in tests, logs and reports) 
     │                               unattributed request, delivery failure)
     └── AcpError                    ACP_* (spawn failed, protocol error, turn timeout, workspace busy)
 
-Provider request errors (``providers.speech_registry``: ProviderRequestFailed / Rejected) and the codes
+Provider request errors (``providers.speech_registry``: ProviderRequestFailed / Rejected; the realtime
+engine's REALTIME_AUTH_FAILED, REALTIME_MODEL_UNKNOWN, REALTIME_REQUEST_REJECTED are rejections and
+REALTIME_RATE_LIMITED, REALTIME_SERVER_ERROR, REALTIME_CONNECTION_LOST retryable failures) and the codes
 the engine reports on the bus (LLM_FAILED, TTS_FAILED, STT_DECODE_FAILED, ENGINE_ILLEGAL_TRANSITION,
 TOOL_* from the tool registry) follow the same shape: a stable ``code`` plus ``retryable``.
 """
