@@ -17,60 +17,43 @@ import asyncio
 import base64
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, TypeVar
 
 from openai.types.realtime import (
-    ConversationItemAdded,
-    ConversationItemDone,
     RateLimitsUpdatedEvent,
-    RealtimeConversationItemAssistantMessage,
     RealtimeConversationItemFunctionCall,
     RealtimeFunctionTool,
     RealtimeResponse,
     RealtimeResponseStatus,
     RealtimeSessionCreateRequest,
     ResponseAudioDeltaEvent,
-    ResponseAudioDoneEvent,
     ResponseAudioTranscriptDeltaEvent,
-    ResponseAudioTranscriptDoneEvent,
-    ResponseContentPartAddedEvent,
-    ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
     ResponseDoneEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
-    ResponseOutputItemAddedEvent,
-    ResponseOutputItemDoneEvent,
     ResponseTextDeltaEvent,
-    ResponseTextDoneEvent,
 )
 from openai.types.realtime.conversation_item import ConversationItem
 from openai.types.realtime.rate_limits_updated_event import RateLimit
-from openai.types.realtime.realtime_conversation_item_assistant_message import Content as AssistantContent
 from openai.types.realtime.realtime_response_status import Error as StatusError
 from openai.types.realtime.response_content_part_added_event import Part as AddedPart
-from openai.types.realtime.response_content_part_done_event import Part as DonePart
 
 from openab_voice.clock import Clock
 from openab_voice.testing.realtime.conversation import Conversation, HeldItem, TimedWord, audio_ms
 from openab_voice.testing.realtime.faults import ResponseFailure
+from openab_voice.testing.realtime.output_items import OutputItems
 from openab_voice.testing.realtime.pacing import Pacer, Pacing, split_sentences, timed_words
 from openab_voice.testing.realtime.responder import CallFunction, Reply, Responder, Speak, Turn
-from openab_voice.testing.realtime.response_objects import CallIds, ItemIds, Status, response_object
+from openab_voice.testing.realtime.response_objects import CallIds, SendEvent, Status, response_object
 from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
 from openab_voice.testing.realtime.speech import Listener, Voice
 from openab_voice.testing.realtime.turns import build_turn
-from openab_voice.testing.realtime.wire import ServerEvent, new_id
+from openab_voice.testing.realtime.wire import new_id
 
 __all__ = ["ResponseRecord", "ResponseRun", "SendEvent"]
 
 T = TypeVar("T")
-
-
-class SendEvent(Protocol):
-    """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent."""
-
-    async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
 
 
 @dataclass(slots=True, kw_only=True)
@@ -131,6 +114,13 @@ class ResponseRun:
         self._cancel = asyncio.Event()
         self._pacer = Pacer(pacing, started_at=started_at)
         self._held: HeldItem | None = None
+        self._items = OutputItems(
+            send=send,
+            conversation=conversation,
+            response_id=self.record.id,
+            out_of_band=out_of_band,
+            audio=output_is_audio(config),
+        )
         self._pending: list[asyncio.Task[bytes]] = []
 
     @property
@@ -181,10 +171,11 @@ class ResponseRun:
 
     async def _speak(self, reply: Speak) -> None:
         audio = output_is_audio(self._config)
-        held = await self._open_item(audio)
+        held = self._held = await self._items.open_message()
+        self.record.item_id = held.id
         kind: Literal["audio", "text"] = "audio" if audio else "text"
         await self._send(
-            self._part_added(
+            self._items.part_added(
                 held, AddedPart(type=kind, transcript="") if audio else AddedPart(type=kind, text="")
             )
         )
@@ -194,7 +185,7 @@ class ResponseRun:
             await self._stream_audio(held, sentences)
         else:
             await self._stream_text(held, sentences)
-        await self._close_item(held, "completed")
+        await self._items.close_message(held, "completed")
         await self._done("completed", [held.item])
 
     async def _function_call(self, call: CallFunction) -> None:
@@ -208,7 +199,8 @@ class ResponseRun:
             arguments="",
         )
         held = HeldItem(item=item)
-        await self._add_item(held)
+        await self._items.add(held)
+        self.record.item_id = held.id
         ids: CallIds = {
             "item_id": held.id,
             "call_id": call.call_id,
@@ -233,7 +225,7 @@ class ResponseRun:
             )
         )
         held.item = item.model_copy(update={"status": "completed", "arguments": call.arguments})
-        await self._finish_item(held)
+        await self._items.finish(held)
         await self._done("completed", [held.item])
 
     # --- audio and text streaming --------------------------------------------------------------
@@ -264,7 +256,7 @@ class ResponseRun:
                         type="response.output_audio.delta",
                         event_id=new_id("event"),
                         delta=base64.b64encode(chunk).decode("ascii"),
-                        **self._ids(held),
+                        **self._items.ids(held),
                     ),
                     audio_ms_after=chunk_end,
                 )
@@ -280,7 +272,7 @@ class ResponseRun:
                     type="response.output_audio_transcript.delta",
                     event_id=new_id("event"),
                     delta=delta,
-                    **self._ids(held),
+                    **self._items.ids(held),
                 )
             )
             held.words.append(word)
@@ -296,7 +288,7 @@ class ResponseRun:
                     type="response.output_text.delta",
                     event_id=new_id("event"),
                     delta=delta,
-                    **self._ids(held),
+                    **self._items.ids(held),
                 )
             )
             held.words.append(TimedWord(text=word, end_ms=0.0))
@@ -314,101 +306,10 @@ class ResponseRun:
 
     # --- items, parts and the response object --------------------------------------------------
 
-    async def _open_item(self, audio: bool) -> HeldItem:
-        item = RealtimeConversationItemAssistantMessage(
-            id=new_id("item"),
-            object="realtime.item",
-            type="message",
-            role="assistant",
-            status="in_progress",
-            content=[],
-        )
-        held = HeldItem(item=item)
-        await self._add_item(held)
-        self._held = held
-        return held
-
-    async def _add_item(self, held: HeldItem) -> None:
-        self.record.item_id = held.id
-        previous = None if self._out_of_band else self._conversation.last_id()
-        await self._send(
-            ResponseOutputItemAddedEvent(
-                type="response.output_item.added",
-                event_id=new_id("event"),
-                item=held.item,
-                output_index=0,
-                response_id=self.id,
-            )
-        )
-        if not self._out_of_band:
-            self._conversation.insert(held)
-            await self._send(
-                ConversationItemAdded(
-                    type="conversation.item.added",
-                    event_id=new_id("event"),
-                    item=held.item,
-                    previous_item_id=previous,
-                )
-            )
-
-    async def _close_item(self, held: HeldItem, status: Literal["completed", "incomplete"]) -> None:
-        """Close the open message: its part, its audio, its item (with the transcript actually sent)."""
-        assert isinstance(held.item, RealtimeConversationItemAssistantMessage)
-        text = " ".join(word.text for word in held.words)
-        audio = output_is_audio(self._config)
-        if audio:
-            await self._send(
-                ResponseAudioDoneEvent(
-                    type="response.output_audio.done", event_id=new_id("event"), **self._ids(held)
-                )
-            )
-            await self._send(
-                ResponseAudioTranscriptDoneEvent(
-                    type="response.output_audio_transcript.done",
-                    event_id=new_id("event"),
-                    transcript=text,
-                    **self._ids(held),
-                )
-            )
-        else:
-            await self._send(
-                ResponseTextDoneEvent(
-                    type="response.output_text.done", event_id=new_id("event"), text=text, **self._ids(held)
-                )
-            )
-        part = DonePart(type="audio", transcript=text) if audio else DonePart(type="text", text=text)
-        await self._send(
-            ResponseContentPartDoneEvent(
-                type="response.content_part.done", event_id=new_id("event"), part=part, **self._ids(held)
-            )
-        )
-        content = (
-            AssistantContent(type="output_audio", transcript=text)
-            if audio
-            else AssistantContent(type="output_text", text=text)
-        )
-        held.item = held.item.model_copy(update={"status": status, "content": [content]})
-        await self._finish_item(held)
-
-    async def _finish_item(self, held: HeldItem) -> None:
-        await self._send(
-            ResponseOutputItemDoneEvent(
-                type="response.output_item.done",
-                event_id=new_id("event"),
-                item=held.item,
-                output_index=0,
-                response_id=self.id,
-            )
-        )
-        if not self._out_of_band:
-            await self._send(
-                ConversationItemDone(type="conversation.item.done", event_id=new_id("event"), item=held.item)
-            )
-
     async def _close_cancelled(self) -> None:
         output: list[ConversationItem] = []
         if self._held is not None:
-            await self._close_item(self._held, "incomplete")
+            await self._items.close_message(self._held, "incomplete")
             output.append(self._held.item)
         await self._done(
             "cancelled", output, RealtimeResponseStatus(type="cancelled", reason="client_cancelled")
@@ -430,14 +331,6 @@ class ResponseRun:
                 response=self._response(status, output, details),
             )
         )
-
-    def _part_added(self, held: HeldItem, part: AddedPart) -> ResponseContentPartAddedEvent:
-        return ResponseContentPartAddedEvent(
-            type="response.content_part.added", event_id=new_id("event"), part=part, **self._ids(held)
-        )
-
-    def _ids(self, held: HeldItem) -> ItemIds:
-        return {"item_id": held.id, "content_index": 0, "output_index": 0, "response_id": self.id}
 
     def _response(
         self, status: Status, output: list[ConversationItem], details: RealtimeResponseStatus | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, Protocol, TypedDict
 
 from openai.types.realtime import (
     RealtimeResponse,
@@ -15,10 +15,17 @@ from openai.types.realtime.realtime_audio_formats import AudioPCM
 from openai.types.realtime.realtime_response import Audio, AudioOutput
 
 from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
+from openab_voice.testing.realtime.wire import ServerEvent
 
-__all__ = ["CallIds", "ItemIds", "Status", "response_object"]
+__all__ = ["CallIds", "ItemIds", "SendEvent", "Status", "response_object"]
 
 Status = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
+
+
+class SendEvent(Protocol):
+    """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent."""
+
+    async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
 
 
 class ItemIds(TypedDict):

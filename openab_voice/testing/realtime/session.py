@@ -15,31 +15,20 @@ server events sent, the conversation (truncation applied), each response's recor
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from openai.types.realtime import (
-    ConversationItemAdded,
     ConversationItemCreateEvent,
-    ConversationItemDeletedEvent,
     ConversationItemDeleteEvent,
-    ConversationItemDone,
     ConversationItemRetrieveEvent,
-    ConversationItemTruncatedEvent,
     ConversationItemTruncateEvent,
     InputAudioBufferAppendEvent,
-    InputAudioBufferClearedEvent,
     InputAudioBufferClearEvent,
     InputAudioBufferCommitEvent,
-    InputAudioBufferCommittedEvent,
     OutputAudioBufferClearEvent,
     RateLimitsUpdatedEvent,
-    RealtimeConversationItemFunctionCall,
-    RealtimeConversationItemFunctionCallOutput,
-    RealtimeConversationItemUserMessage,
     RealtimeErrorEvent,
     RealtimeFunctionTool,
     RealtimeSessionCreateRequest,
@@ -52,14 +41,13 @@ from openai.types.realtime import (
     SessionUpdateEvent,
 )
 from openai.types.realtime.rate_limits_updated_event import RateLimit
-from openai.types.realtime.realtime_conversation_item_user_message import Content as UserContent
-from openai.types.realtime.realtime_server_event import ConversationItemRetrieved
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from openab_voice.clock import Clock
-from openab_voice.testing.realtime.conversation import Conversation, HeldItem, ItemRefusal, audio_ms
+from openab_voice.testing.realtime.conversation import Conversation
 from openab_voice.testing.realtime.faults import Faults
+from openab_voice.testing.realtime.items import ItemDesk
 from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import Responder
 from openab_voice.testing.realtime.response import ResponseRecord, ResponseRun
@@ -81,9 +69,6 @@ from openab_voice.testing.realtime.wire import (
 )
 
 __all__ = ["DEFAULT_RATE_LIMITS", "ConnectionDropped", "LoopbackSession", "SessionServices"]
-
-MIN_COMMIT_MS = 100.0
-"""The real API refuses to commit less than 100 ms of audio."""
 
 DEFAULT_RATE_LIMITS = (
     RateLimit(name="requests", limit=5000, remaining=4999, reset_seconds=0.012),
@@ -121,7 +106,6 @@ class LoopbackSession:
         self.sent: list[ServerEvent] = []
         self.sent_at: list[float] = []  # the server clock's time each event in ``sent`` went out
         self.responses: list[ResponseRecord] = []
-        self.input_audio = bytearray()
         self._ws = connection
         self._services = services
         self._active: ResponseRun | None = None
@@ -131,6 +115,12 @@ class LoopbackSession:
         self._dropped = False
         self._has_spoken = False
         self.closed = asyncio.Event()
+        self.items = ItemDesk(self.conversation, send=self.send, refuse=self._refuse)
+
+    @property
+    def input_audio(self) -> bytearray:
+        """The input audio buffer (24 kHz mono PCM16 appended since the last commit or clear)."""
+        return self.items.input_audio
 
     # --- introspection -------------------------------------------------------------------------
 
@@ -245,59 +235,22 @@ class LoopbackSession:
         match event:
             case SessionUpdateEvent():
                 await self._session_update(event.session, event.event_id)
-            case InputAudioBufferAppendEvent():
-                await self._append(event.audio, event.event_id)
-            case InputAudioBufferCommitEvent():
-                await self._commit(event.event_id)
-            case InputAudioBufferClearEvent():
-                self.input_audio.clear()
-                await self.send(
-                    InputAudioBufferClearedEvent(type="input_audio_buffer.cleared", event_id=new_id("event"))
-                )
+            case (
+                InputAudioBufferAppendEvent()
+                | InputAudioBufferCommitEvent()
+                | InputAudioBufferClearEvent()
+                | ConversationItemCreateEvent()
+                | ConversationItemDeleteEvent()
+                | ConversationItemRetrieveEvent()
+                | ConversationItemTruncateEvent()
+            ):
+                await self.items.handle(event)
             case OutputAudioBufferClearEvent():
                 await self._refuse(
                     "invalid_value",
                     "output_audio_buffer.clear is only supported for WebRTC.",
                     "type",
                     event.event_id,
-                )
-            case ConversationItemCreateEvent():
-                await self._item_create(event)
-            case ConversationItemDeleteEvent():
-                refusal = self.conversation.delete(event.item_id)
-                if refusal is not None:
-                    return await self._refuse_item(refusal, event.event_id)
-                await self.send(
-                    ConversationItemDeletedEvent(
-                        type="conversation.item.deleted", event_id=new_id("event"), item_id=event.item_id
-                    )
-                )
-            case ConversationItemRetrieveEvent():
-                held = self.conversation.get(event.item_id)
-                if held is None:
-                    return await self._refuse(
-                        "item_not_found",
-                        f"Item with id '{event.item_id}' not found.",
-                        "item_id",
-                        event.event_id,
-                    )
-                await self.send(
-                    ConversationItemRetrieved(
-                        type="conversation.item.retrieved", event_id=new_id("event"), item=held.item
-                    )
-                )
-            case ConversationItemTruncateEvent():
-                result = self.conversation.truncate(event.item_id, event.content_index, event.audio_end_ms)
-                if isinstance(result, ItemRefusal):
-                    return await self._refuse_item(result, event.event_id)
-                await self.send(
-                    ConversationItemTruncatedEvent(
-                        type="conversation.item.truncated",
-                        event_id=new_id("event"),
-                        item_id=event.item_id,
-                        content_index=event.content_index,
-                        audio_end_ms=event.audio_end_ms,
-                    )
                 )
             case ResponseCreateEvent():
                 await self._response_create(event)
@@ -312,9 +265,6 @@ class LoopbackSession:
                     )
                 active.cancel()
 
-    async def _refuse_item(self, refusal: ItemRefusal, event_id: str | None) -> None:
-        await self._refuse(refusal.code, refusal.message, refusal.param, event_id)
-
     async def _session_update(self, update: object, event_id: str | None) -> None:
         result = apply_update(self.config, update, has_spoken=self._has_spoken)
         if isinstance(result, ConfigRefusal):
@@ -322,84 +272,6 @@ class LoopbackSession:
         self.config = result
         await self.send(
             SessionUpdatedEvent(type="session.updated", event_id=new_id("event"), session=self.config)
-        )
-
-    async def _append(self, audio: str, event_id: str | None) -> None:
-        try:
-            self.input_audio += base64.b64decode(audio, validate=True)
-        except binascii.Error:
-            await self._refuse("invalid_value", "Invalid 'audio': not valid base64.", "audio", event_id)
-
-    async def _commit(self, event_id: str | None) -> None:
-        buffered = audio_ms(bytes(self.input_audio))
-        if buffered < MIN_COMMIT_MS:
-            message = (
-                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
-                f"but buffer only has {buffered:.2f}ms of audio."
-            )
-            return await self._refuse("input_audio_buffer_commit_empty", message, None, event_id)
-        item = RealtimeConversationItemUserMessage(
-            id=new_id("item"),
-            object="realtime.item",
-            type="message",
-            role="user",
-            status="completed",
-            content=[UserContent(type="input_audio", transcript=None)],
-        )
-        previous = self.conversation.last_id()
-        held = HeldItem(item=item, audio=bytes(self.input_audio))
-        self.input_audio.clear()
-        self.conversation.insert(held)
-        await self.send(
-            InputAudioBufferCommittedEvent(
-                type="input_audio_buffer.committed",
-                event_id=new_id("event"),
-                item_id=held.id,
-                previous_item_id=previous,
-            )
-        )
-        await self._announce(held, previous)
-
-    async def _item_create(self, event: ConversationItemCreateEvent) -> None:
-        item = event.item
-        if isinstance(item, RealtimeConversationItemFunctionCallOutput) and not any(
-            isinstance(other, RealtimeConversationItemFunctionCall) and other.call_id == item.call_id
-            for other in self.conversation.items
-        ):
-            return await self._refuse(
-                "invalid_value",
-                f"No tool call found for function call output with call_id {item.call_id}.",
-                "item.call_id",
-                event.event_id,
-            )
-        audio = b""
-        if isinstance(item, RealtimeConversationItemUserMessage):
-            audio = b"".join(base64.b64decode(part.audio) for part in item.content if part.audio)
-        stored = item.model_copy(
-            update={"id": item.id or new_id("item"), "object": "realtime.item", "status": "completed"}
-        )
-        held = HeldItem(item=stored, audio=audio)
-        previous = self.conversation.insert(held, previous_item_id=event.previous_item_id)
-        if isinstance(previous, ItemRefusal):
-            return await self._refuse_item(previous, event.event_id)
-        await self._announce(held, previous)
-
-    async def _announce(self, held: HeldItem, previous: str | None) -> None:
-        await self.send(
-            ConversationItemAdded(
-                type="conversation.item.added",
-                event_id=new_id("event"),
-                item=held.item,
-                previous_item_id=previous,
-            )
-        )
-        await self.send(
-            ConversationItemDone(
-                type="conversation.item.done",
-                event_id=new_id("event"),
-                item=held.item,
-                previous_item_id=previous,
-            )
         )
 
     # --- responses -----------------------------------------------------------------------------
