@@ -46,6 +46,11 @@ class ReceiverSettings:
         max_packet_bytes: larger datagrams are dropped unread.
         stats_interval_s: period of ``ReceiveStatsUpdated`` events.
         subscriber_frames: default bound of a :class:`FrameSubscription`.
+        dave_hold_packets: DAVE frames held per SSRC while the session cannot decrypt them yet
+            (around a transition a sender may use the next epoch's key before the bot has processed
+            the commit, and after op 31 the session has no keys until its welcome); retried, in
+            order, as soon as one of that SSRC's frames decrypts again.
+        dave_hold_s: how long such a frame is held before it is dropped and counted.
     """
 
     jitter_depth: int = 3
@@ -56,6 +61,8 @@ class ReceiverSettings:
     max_packet_bytes: int = 1500
     stats_interval_s: float = 1.0
     subscriber_frames: int = 500
+    dave_hold_packets: int = 50
+    dave_hold_s: float = 1.0
 
 
 class DaveDecryptor(Protocol):
@@ -99,6 +106,8 @@ class ReceivePipeline:
         self._frame_ids: dict[str, Iterator[int]] = {}
         # ssrc -> packets (sequence, RTP timestamp, payload, arrival) waiting for the SSRC's user.
         self._held: dict[int, collections.deque[tuple[int, int, bytes, float]]] = {}
+        # ssrc -> DAVE frames not decryptable yet: (sequence, RTP timestamp, payload, arrival, reason).
+        self._sealed: dict[int, collections.deque[tuple[int, int, bytes, float, str]]] = {}
         self._last_stats: float | None = None
 
     def set_transport(self, cipher: TransportCipher) -> None:
@@ -180,6 +189,9 @@ class ReceivePipeline:
                 self.stats.drop_unattributed(reasons.UNKNOWN_SSRC_EXPIRED)
             if not queue:
                 del self._held[ssrc]
+        sealed_deadline = now - self._settings.dave_hold_s
+        for ssrc in [s for s, q in self._sealed.items() if q[0][3] < sealed_deadline]:
+            self._drop_sealed(ssrc, before=sealed_deadline)
         if self._last_stats is None:
             self._last_stats = now
         elif now - self._last_stats >= self._settings.stats_interval_s:
@@ -198,6 +210,9 @@ class ReceivePipeline:
         for queue in self._held.values():
             if queue and queue[0][3] < mark:
                 mark = queue[0][3]
+        for sealed in self._sealed.values():
+            if sealed and sealed[0][3] < mark:
+                mark = sealed[0][3]
         return mark
 
     def publish_stats(self, now: float) -> None:
@@ -222,6 +237,8 @@ class ReceivePipeline:
             The speakers whose streams were cut, sorted.
         """
         speakers = sorted({self._users[ssrc][0] for ssrc in self._streams if ssrc in self._users})
+        for ssrc in list(self._sealed):
+            self._drop_sealed(ssrc)
         for ssrc in list(self._streams):
             for frame in self._streams.pop(ssrc).drain():
                 self._emit(frame)
@@ -267,30 +284,69 @@ class ReceivePipeline:
         if payload != OPUS_SILENCE and self._dave_source is not None:
             dave = self._dave_source()
             if dave is not None:
-                if not dave.ready:
-                    # Joining an E2EE call: frames are sealed with keys we do not have yet, and
-                    # decoding them as plain Opus would only produce noise.
-                    counters.drop(reasons.DAVE_NOT_READY)
+                caught_up = ssrc not in self._sealed or self._retry_sealed(ssrc, user, dave)
+                opened = _open_dave(dave, numeric_id, payload)
+                if isinstance(opened, str):
+                    self._seal(ssrc, user_id, (sequence, timestamp, payload, arrival, opened))
                     return
-                try:
-                    if numeric_id is None:
-                        raise ValueError("DAVE needs a numeric user id")
-                    payload = dave.decrypt(numeric_id, davey.MediaType.audio, payload)
-                except Exception:  # davey raises plain ValueError/RuntimeError; the reason is enough
-                    counters.drop(reasons.DAVE_DECRYPT_FAILED)
-                    return
+                if not caught_up:  # newer frames open, the held ones never will
+                    self._drop_sealed(ssrc)
+                payload = opened
+        self._push(ssrc, user_id, sequence, timestamp, payload, arrival)
+
+    def _push(
+        self, ssrc: int, user_id: str, sequence: int, timestamp: int, payload: bytes, arrival: float
+    ) -> None:
         stream = self._streams.get(ssrc)
         if stream is None:
             stream = self._streams[ssrc] = JitterBuffer(
                 speaker_id=user_id,
-                counters=counters,
+                counters=self.stats.speaker(user_id),
                 settings=self._jitter,
                 frame_ids=self._frame_ids.setdefault(user_id, itertools.count()),
             )
         for frame in stream.push(sequence, timestamp, payload, arrival):
             self._emit(frame)
 
+    def _seal(self, ssrc: int, user_id: str, packet: tuple[int, int, bytes, float, str]) -> None:
+        """Hold a frame DAVE cannot open yet (bounded: the oldest is dropped and counted)."""
+        queue = self._sealed.setdefault(ssrc, collections.deque())
+        if len(queue) >= self._settings.dave_hold_packets:
+            self.stats.speaker(user_id).drop(queue.popleft()[4])
+        queue.append(packet)
+
+    def _retry_sealed(self, ssrc: int, user: tuple[str, int | None], dave: DaveDecryptor) -> bool:
+        """Try the held frames again, oldest first (davey refuses a frame older than one it has
+        already opened); False, with nothing changed, while the oldest still cannot be opened."""
+        user_id, numeric_id = user
+        queue = self._sealed[ssrc]
+        first = _open_dave(dave, numeric_id, queue[0][2])
+        if isinstance(first, str):
+            return False
+        counters = self.stats.speaker(user_id)
+        del self._sealed[ssrc]
+        for i, (sequence, timestamp, payload, arrival, reason) in enumerate(queue):
+            opened = first if i == 0 else _open_dave(dave, numeric_id, payload)
+            if isinstance(opened, str):
+                counters.drop(reason)
+                continue
+            counters.dave_late += 1
+            self._push(ssrc, user_id, sequence, timestamp, opened, arrival)
+        return True
+
+    def _drop_sealed(self, ssrc: int, before: float | None = None) -> None:
+        """Give up on held DAVE frames (all, or those that arrived before ``before``), counted."""
+        queue = self._sealed.get(ssrc)
+        user = self._users.get(ssrc)
+        while queue and (before is None or queue[0][3] < before):
+            reason = queue.popleft()[4]
+            if user is not None:
+                self.stats.speaker(user[0]).drop(reason)
+        if not queue:
+            self._sealed.pop(ssrc, None)
+
     def _close(self, ssrc: int) -> None:
+        self._drop_sealed(ssrc)
         user = self._users.pop(ssrc, None)
         if user is not None and self._ssrc_of.get(user[0]) == ssrc:
             del self._ssrc_of[user[0]]
@@ -298,3 +354,17 @@ class ReceivePipeline:
         if stream is not None:
             for frame in stream.drain():
                 self._emit(frame)
+
+
+def _open_dave(dave: DaveDecryptor, numeric_id: int | None, payload: bytes) -> bytes | str:
+    """The frame DAVE-decrypted, or the drop reason when it cannot be (yet)."""
+    if not dave.ready:
+        # Joining an E2EE call, or re-joining after op 31: frames are sealed with keys we do not
+        # have yet, and decoding them as plain Opus would only produce noise.
+        return reasons.DAVE_NOT_READY
+    if numeric_id is None:
+        return reasons.DAVE_DECRYPT_FAILED  # DAVE needs a numeric user id
+    try:
+        return dave.decrypt(numeric_id, davey.MediaType.audio, payload)
+    except Exception:  # davey raises plain ValueError/RuntimeError; the reason is enough
+        return reasons.DAVE_DECRYPT_FAILED

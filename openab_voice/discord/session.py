@@ -197,7 +197,8 @@ class VoiceSession:
     def rejoin_needed(self, *, cause: str, close_code: int | None) -> None:
         if self._closed:
             return
-        self.voice_lost(cause=cause, close_code=close_code, recovery=Recovery.REJOIN)
+        if self._gap is None or self._gap.recovery is not Recovery.REJOIN:
+            self.voice_lost(cause=cause, close_code=close_code, recovery=Recovery.REJOIN)
         if self._rejoin_task is None or self._rejoin_task.done():
             self._rejoin_task = asyncio.get_running_loop().create_task(self._rejoin(), name="voice-rejoin")
 

@@ -49,6 +49,8 @@ class SpeakerCounters:
         lost: packets never received (detected as sequence gaps), whether concealed or not.
         concealed: frames synthesized by Opus FEC or PLC in place of lost packets (<= lost).
         dropped: packets dropped after attribution, by reason.
+        dave_late: DAVE frames decrypted only after they waited for the session to catch up (a
+            transition, op 31): held, not lost.
     """
 
     packets: int = 0
@@ -57,6 +59,7 @@ class SpeakerCounters:
     lost: int = 0
     concealed: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    dave_late: int = 0
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count ``count`` packets dropped for ``reason``."""
@@ -71,6 +74,7 @@ class SpeakerCounters:
             "lost": self.lost,
             "concealed": self.concealed,
             "dropped": dict(self.dropped),
+            "dave_late": self.dave_late,
         }
 
 
