@@ -208,18 +208,22 @@ class DiscordEmulator(VoiceLifeApi):
         ]
 
     async def _route(self, index: int, request: web.Request) -> web.StreamResponse:
-        if len(self._members) > 1:
-            target = self._member_for(request)
+        # Every guild's port is a front for them all (the first guild's is the one clients resolve).
+        members = (self._joined or self)._members
+        if len(members) > 1:
+            target = self._member_for(request, members)
             if target is None and request.method == "PUT":
-                for member in self._members[1:]:
-                    await member._own_routes()[index].handler(request)
+                for member in members:
+                    if member is not self:
+                        await member._own_routes()[index].handler(request)
             elif target is not None:
                 return await target._own_routes()[index].handler(request)
         return await self._own_routes()[index].handler(request)
 
-    def _member_for(self, request: web.Request) -> DiscordEmulator | None:
+    @staticmethod
+    def _member_for(request: web.Request, members: list[DiscordEmulator]) -> DiscordEmulator | None:
         info = request.match_info
-        for member in self._members:
+        for member in members:
             if info.get("channel", "").isdigit() and int(info["channel"]) in member._state.channel_ids():
                 return member
             if info.get("guild", "").isdigit() and int(info["guild"]) == member.guild_id:
