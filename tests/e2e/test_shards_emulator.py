@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import aiohttp
 import discord
@@ -35,7 +36,9 @@ async def guilds() -> AsyncIterator[dict[int, DiscordEmulator]]:
 async def test_each_shard_is_given_and_told_only_its_guild(guilds: dict[int, DiscordEmulator]) -> None:
     intents = discord.Intents.default() | discord.Intents(message_content=True)
     # Both connect through guild 0's port, whichever guild it is: each port fronts every guild.
-    clients = {n: build_client(guilds[0], intents=intents, shard_id=n, shard_count=2) for n in (0, 1)}
+    clients: dict[int, discord.Client] = {
+        n: build_client(guilds[0], intents=intents, shard_id=n, shard_count=2) for n in (0, 1)
+    }
     heard: dict[int, asyncio.Queue[discord.Message]] = {n: asyncio.Queue() for n in clients}
     for n, client in clients.items():
         client.event(_recorder(heard[n]))
@@ -61,7 +64,9 @@ async def test_each_shard_is_given_and_told_only_its_guild(guilds: dict[int, Dis
             ]
 
 
-def _recorder(queue: asyncio.Queue[discord.Message]) -> object:
+def _recorder(
+    queue: asyncio.Queue[discord.Message],
+) -> Callable[[discord.Message], Coroutine[Any, Any, None]]:
     async def on_message(message: discord.Message) -> None:
         if not message.author.bot:
             queue.put_nowait(message)
