@@ -239,46 +239,75 @@ def test_pacer_restarts_the_schedule_after_an_underrun() -> None:
     assert pacer.delay(300, now=11.0) == pytest.approx(0.1)  # paced from when it resumed
 
 
+def assert_round_trip(sent: list[Any], connection: AsyncRealtimeConnection) -> None:
+    """Each event serializes to JSON that validates strictly as its SDK class, with no field the SDK
+    does not model, and that the SDK's own parser turns back into the same model."""
+    classes = server_event_classes()
+    for event in sent:
+        raw = dump_server_event(event)
+        data = json.loads(raw)
+        strict = classes[data["type"]].model_validate(data)  # validated, not just constructed
+        assert list(unknown_parameters(strict)) == [], data["type"]
+        parsed = connection.parse_event(raw)  # what the SDK's recv() makes of it
+        assert type(parsed) is type(event) is type(strict)
+        assert parsed.model_dump() == strict.model_dump() == event.model_dump()
+
+
 async def test_every_server_event_round_trips_through_the_sdk_types(make_server: Factory) -> None:
     call = CallFunction(name="clock_now", arguments="{}", call_id="call_rt")
     server = make_server(["one two three", call, "It is noon.", "text only"])
-    async with server, client(server).realtime.connect(model=MODEL) as connection:
-        await ready(connection)
-        await connection.input_audio_buffer.append(audio=base64.b64encode(b"\1\0" * 4800).decode())
-        await connection.input_audio_buffer.commit()
-        await connection.response.create()
-        spoken = (await until(connection, "response.done"))[-1].response.output[0].id
-        await connection.conversation.item.truncate(item_id=spoken, content_index=0, audio_end_ms=200)
-        await until(connection, "conversation.item.truncated")
-        await connection.response.create()
-        await until(connection, "response.done")
-        await connection.conversation.item.create(
-            item={"type": "function_call_output", "call_id": "call_rt", "output": "12:00"}
-        )
-        await connection.response.create()
-        await until(connection, "response.done")
-        await connection.response.create(response={"output_modalities": ["text"]})
-        await until(connection, "response.done")
-        await connection.conversation.item.retrieve(item_id=spoken)
-        await connection.conversation.item.delete(item_id=spoken)
-        await connection.input_audio_buffer.clear()
-        await connection.send_raw("{}")
-        await until(connection, "error")
-        session = await server.session(0)
-        await session.send_rate_limits()
-        await until(connection, "rate_limits.updated")
+    async with server:
+        async with client(server).realtime.connect(model=MODEL) as connection:
+            await ready(connection)
+            await connection.input_audio_buffer.append(audio=base64.b64encode(b"\1\0" * 4800).decode())
+            await connection.input_audio_buffer.commit()
+            await connection.response.create()
+            spoken = (await until(connection, "response.done"))[-1].response.output[0].id
+            await connection.conversation.item.truncate(item_id=spoken, content_index=0, audio_end_ms=200)
+            await until(connection, "conversation.item.truncated")
+            await connection.response.create()
+            await until(connection, "response.done")
+            await connection.conversation.item.create(
+                item={"type": "function_call_output", "call_id": "call_rt", "output": "12:00"}
+            )
+            await connection.response.create()
+            await until(connection, "response.done")
+            await connection.response.create(response={"output_modalities": ["text"]})
+            await until(connection, "response.done")
+            await connection.conversation.item.retrieve(item_id=spoken)
+            await connection.conversation.item.delete(item_id=spoken)
+            await connection.input_audio_buffer.clear()
+            await connection.send_raw("{}")
+            await until(connection, "error")
+            session = await server.session(0)
+            await session.send_rate_limits()
+            await until(connection, "rate_limits.updated")
 
-        classes = server_event_classes()
-        for event in session.sent:
-            raw = dump_server_event(event)
-            data = json.loads(raw)
-            strict = classes[data["type"]].model_validate(data)  # validated, not just constructed
-            assert list(unknown_parameters(strict)) == [], data["type"]
-            parsed = connection.parse_event(raw)  # what the SDK's recv() makes of it
-            assert type(parsed) is type(event) is type(strict)
-            assert parsed.model_dump() == strict.model_dump() == event.model_dump()
-        kinds = {event.type for event in session.sent}
+            assert_round_trip(session.sent, connection)
+            kinds = {event.type for event in session.sent}
+
+        # Server turn detection (left on) and input transcription, on a second connection.
+        async with client(server).realtime.connect(model=MODEL) as connection:
+            await until(connection, "session.created")
+            await connection.session.update(
+                session={"type": "realtime", "audio": {"input": {"transcription": {"model": "whisper-1"}}}}
+            )
+            loud = bytes(b"\x00\x40" * 24 * 300)  # 300 ms at -6 dBFS, then 300 ms of silence
+            await connection.input_audio_buffer.append(
+                audio=base64.b64encode(loud + bytes(48 * 300)).decode()
+            )
+            seen: set[str] = set()
+            async for event in connection:
+                seen.add(event.type)
+                if {"response.done", "conversation.item.input_audio_transcription.completed"} <= seen:
+                    break
+            session = await server.session(1)
+            assert_round_trip(session.sent, connection)
+            kinds |= {event.type for event in session.sent}
     assert kinds >= {
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.input_audio_transcription.completed",
         "session.created",
         "session.updated",
         "input_audio_buffer.committed",

@@ -60,8 +60,16 @@ ItemEvent = (
 class ItemDesk:
     """Handles the client events that change the input buffer or the conversation."""
 
-    def __init__(self, conversation: Conversation, *, send: SendEvent, refuse: Refuse) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        send: SendEvent,
+        refuse: Refuse,
+        on_commit: Callable[[HeldItem], Awaitable[None]],
+    ) -> None:
         self.input_audio = bytearray()
+        self._on_commit = on_commit
         self._conversation = conversation
         self._send = send
         self._refuse = refuse
@@ -71,7 +79,7 @@ class ItemDesk:
             case InputAudioBufferAppendEvent():
                 await self._append(event.audio, event.event_id)
             case InputAudioBufferCommitEvent():
-                await self._commit(event.event_id)
+                await self.commit(event.event_id)
             case InputAudioBufferClearEvent():
                 self.input_audio.clear()
                 await self._send(
@@ -121,16 +129,18 @@ class ItemDesk:
         except binascii.Error:
             await self._refuse("invalid_value", "Invalid 'audio': not valid base64.", "audio", event_id)
 
-    async def _commit(self, event_id: str | None) -> None:
+    async def commit(self, event_id: str | None, *, item_id: str | None = None) -> HeldItem | None:
+        """Commit the buffer as a user audio item (``item_id`` chosen by server VAD, else new)."""
         buffered = audio_ms(bytes(self.input_audio))
         if buffered < MIN_COMMIT_MS:
             message = (
                 "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
                 f"but buffer only has {buffered:.2f}ms of audio."
             )
-            return await self._refuse("input_audio_buffer_commit_empty", message, None, event_id)
+            await self._refuse("input_audio_buffer_commit_empty", message, None, event_id)
+            return None
         item = RealtimeConversationItemUserMessage(
-            id=new_id("item"),
+            id=item_id or new_id("item"),
             object="realtime.item",
             type="message",
             role="user",
@@ -150,6 +160,8 @@ class ItemDesk:
             )
         )
         await self._announce(held, previous)
+        await self._on_commit(held)
+        return held
 
     async def _item_create(self, event: ConversationItemCreateEvent) -> None:
         item = event.item

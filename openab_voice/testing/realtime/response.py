@@ -112,6 +112,7 @@ class ResponseRun:
         self._failure = failure
         self._rate_limits = rate_limits
         self._cancel = asyncio.Event()
+        self._cancel_reason: Literal["client_cancelled", "turn_detected"] = "client_cancelled"
         self._pacer = Pacer(pacing, started_at=started_at)
         self._held: HeldItem | None = None
         self._items = OutputItems(
@@ -127,8 +128,10 @@ class ResponseRun:
     def id(self) -> str:
         return self.record.id
 
-    def cancel(self) -> None:
-        """Stop at the next event boundary and end the response ``cancelled``."""
+    def cancel(self, reason: Literal["client_cancelled", "turn_detected"] = "client_cancelled") -> None:
+        """Stop at the next event boundary and end the response ``cancelled`` for ``reason``."""
+        if not self._cancel.is_set():
+            self._cancel_reason = reason
         self._cancel.set()
 
     async def run(self) -> ResponseRecord:
@@ -312,7 +315,7 @@ class ResponseRun:
             await self._items.close_message(self._held, "incomplete")
             output.append(self._held.item)
         await self._done(
-            "cancelled", output, RealtimeResponseStatus(type="cancelled", reason="client_cancelled")
+            "cancelled", output, RealtimeResponseStatus(type="cancelled", reason=self._cancel_reason)
         )
 
     async def _fail(self, failure: ResponseFailure) -> None:

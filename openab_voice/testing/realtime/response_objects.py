@@ -17,13 +17,21 @@ from openai.types.realtime.realtime_response import Audio, AudioOutput
 from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
 from openab_voice.testing.realtime.wire import ServerEvent
 
-__all__ = ["CallIds", "ItemIds", "SendEvent", "Status", "response_object"]
+__all__ = ["CallIds", "ConnectionDropped", "ItemIds", "SendEvent", "Status", "response_object"]
 
 Status = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
 
 
+class ConnectionDropped(Exception):
+    """The connection was dropped (by a fault or ``LoopbackSession.drop``); nothing more is sent."""
+
+
 class SendEvent(Protocol):
-    """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent."""
+    """The session's sender; ``audio_ms_after`` is the response's audio position once this is sent.
+
+    Raises ``ConnectionDropped`` once the connection is dropped, websockets' ``ConnectionClosed``
+    once the client closed it.
+    """
 
     async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
 

@@ -31,6 +31,7 @@ from openai.types.realtime import (
     RateLimitsUpdatedEvent,
     RealtimeErrorEvent,
     RealtimeFunctionTool,
+    RealtimeResponseCreateParams,
     RealtimeSessionCreateRequest,
     ResponseAudioDeltaEvent,
     ResponseCancelEvent,
@@ -48,9 +49,11 @@ from openab_voice.clock import Clock
 from openab_voice.testing.realtime.conversation import Conversation
 from openab_voice.testing.realtime.faults import Faults
 from openab_voice.testing.realtime.items import ItemDesk
+from openab_voice.testing.realtime.listening import ServerListening
 from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import Responder
 from openab_voice.testing.realtime.response import ResponseRecord, ResponseRun
+from openab_voice.testing.realtime.response_objects import ConnectionDropped
 from openab_voice.testing.realtime.session_config import (
     ConfigRefusal,
     apply_update,
@@ -74,10 +77,6 @@ DEFAULT_RATE_LIMITS = (
     RateLimit(name="requests", limit=5000, remaining=4999, reset_seconds=0.012),
     RateLimit(name="tokens", limit=40000, remaining=39000, reset_seconds=1.5),
 )
-
-
-class ConnectionDropped(Exception):
-    """The connection was dropped (by a fault or :meth:`LoopbackSession.drop`); nothing more is sent."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +114,17 @@ class LoopbackSession:
         self._dropped = False
         self._has_spoken = False
         self.closed = asyncio.Event()
-        self.items = ItemDesk(self.conversation, send=self.send, refuse=self._refuse)
+        self.listening = ServerListening(
+            config=lambda: self.config,
+            send=self.send,
+            listener=services.listener,
+            commit=lambda item_id: self.items.commit(None, item_id=item_id),
+            respond=lambda: self._start_response(None, None),
+            interrupt=self._interrupt,
+        )
+        self.items = ItemDesk(
+            self.conversation, send=self.send, refuse=self._refuse, on_commit=self.listening.committed
+        )
 
     @property
     def input_audio(self) -> bytearray:
@@ -186,9 +195,10 @@ class LoopbackSession:
         finally:
             if self._active is not None:
                 self._active.cancel()
-            for task in list(self._tasks):
+            tasks = [*self._tasks, *self.listening.tasks]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             self.closed.set()
             await self._notify()
 
@@ -235,11 +245,15 @@ class LoopbackSession:
         match event:
             case SessionUpdateEvent():
                 await self._session_update(event.session, event.event_id)
+            case InputAudioBufferAppendEvent():
+                before = len(self.items.input_audio)
+                await self.items.handle(event)
+                await self.listening.appended(bytes(self.items.input_audio[before:]))
+            case InputAudioBufferCommitEvent() | InputAudioBufferClearEvent():
+                self.listening.reset()
+                await self.items.handle(event)
             case (
-                InputAudioBufferAppendEvent()
-                | InputAudioBufferCommitEvent()
-                | InputAudioBufferClearEvent()
-                | ConversationItemCreateEvent()
+                ConversationItemCreateEvent()
                 | ConversationItemDeleteEvent()
                 | ConversationItemRetrieveEvent()
                 | ConversationItemTruncateEvent()
@@ -253,7 +267,7 @@ class LoopbackSession:
                     event.event_id,
                 )
             case ResponseCreateEvent():
-                await self._response_create(event)
+                await self._start_response(event.response, event.event_id)
             case ResponseCancelEvent():
                 active = self._active
                 if active is None or (event.response_id is not None and event.response_id != active.id):
@@ -276,17 +290,20 @@ class LoopbackSession:
 
     # --- responses -----------------------------------------------------------------------------
 
-    async def _response_create(self, event: ResponseCreateEvent) -> None:
+    def _interrupt(self) -> None:
+        if self._active is not None:
+            self._active.cancel(reason="turn_detected")
+
+    async def _start_response(
+        self, params: RealtimeResponseCreateParams | None, event_id: str | None
+    ) -> None:
         if self._active is not None:
             message = (
                 f"Conversation already has an active response in progress: {self._active.id}. "
                 "Wait until the response is finished before creating a new one."
             )
-            return await self._refuse(
-                "conversation_already_has_active_response", message, None, event.event_id
-            )
+            return await self._refuse("conversation_already_has_active_response", message, None, event_id)
         services = self._services
-        params = event.response
         config = self.config
         if params is not None and params.output_modalities is not None:
             config = config.model_copy(update={"output_modalities": params.output_modalities})
