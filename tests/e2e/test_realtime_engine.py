@@ -13,14 +13,17 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from openab_voice.actions.tools import SessionFacts, register_action_tools
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
+from openab_voice.clock import FakeClock
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     InterruptionDetected,
@@ -29,14 +32,33 @@ from openab_voice.engine.events import (
     TurnAccepted,
     TurnIgnored,
 )
+from openab_voice.engine.response import ToolPath
 from openab_voice.engine.state import DialogueState
+from openab_voice.jobs import JobStatus
 from openab_voice.providers.speech import ToolSpec
 from openab_voice.testing.realtime import CallFunction, Faults, Turn
 from openab_voice.testing.realtime.responder import ScriptedReply
-from openab_voice.tools.registry import ToolContext, ToolResult
+from openab_voice.tools.registry import ToolContext, ToolRegistry, ToolResult
+from tests.fakes.actions import (
+    GENERATION,
+    GUILD,
+    OPERATOR,
+    TEXT_CHANNEL,
+    VOICE_CHANNEL,
+    VOICE_SESSION,
+    plane_rig,
+)
 from tests.fakes.realtime_rig import RealtimeRig
 
 pytestmark = pytest.mark.timeout(60)
+
+FACTS = SessionFacts(
+    guild_id=GUILD,
+    voice_channel_id=VOICE_CHANNEL,
+    text_channel_id=TEXT_CHANNEL,
+    generation=GENERATION,
+    session_id=VOICE_SESSION,  # the voice session the fake voice side reports as live
+)
 
 
 async def test_a_turn_is_answered_with_turn_detection_off_and_attributed() -> None:
@@ -319,3 +341,49 @@ async def test_only_the_accepted_speakers_turn_audio_goes_to_the_provider() -> N
         items = [e.item for e in rig.client_events("conversation.item.create") if e.item.role == "user"]
         assert [c.text for c in items[-1].content] == ["Alice says:"]
         assert bytes(rig.session().input_audio) == b""  # committed into an item, nothing left over
+
+
+async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The real ActionBroker and action tools behind the realtime engine's function call."""
+    goal = json.dumps({"goal": "add a readme to the workspace", "effect_hint": "workspace_write"})
+    replies: list[ScriptedReply] = [
+        CallFunction(name="start_agent_task", arguments=goal, call_id="call-1"),
+        "It is in the text channel for the operator.",
+        CallFunction(name="approve_agent_task", arguments="{}", call_id="call-2"),  # not offered
+        "I cannot approve it.",
+    ]
+    operator = str(OPERATOR)
+    async with plane_rig(db_url, tmp_path, clock=FakeClock()) as plane:
+
+        def actions(clock: Any) -> ToolPath:
+            registry = ToolRegistry(clock)
+            register_action_tools(registry, plane.broker, FACTS)
+            return registry
+
+        names = {operator: "Alice", "bot": "Jarvis"}
+        async with RealtimeRig(replies=replies, names=names, tools=actions) as rig:
+            await rig.until_ready()
+            rig.say("start a task: add a readme to the workspace", speaker=operator)
+            await rig.until_finished("turn-1")
+            await plane.log.wait_for("post_proposal")
+            [proposal] = plane.channel.proposals()
+            outputs = [
+                json.loads(e.item.output)
+                for e in rig.client_events("conversation.item.create")
+                if e.item.type == "function_call_output"
+            ]
+            action_id = outputs[0]["action_id"]
+            assert outputs[0]["status"] in ("proposed", "delivered")
+            rig.say("yes, I approve it, go ahead", speaker=operator)
+            await rig.until_finished("turn-2")
+            outputs = [
+                json.loads(e.item.output)
+                for e in rig.client_events("conversation.item.create")
+                if e.item.type == "function_call_output"
+            ]
+            assert outputs[1]["error"] == "TOOL_UNKNOWN"
+            job = plane.store.get(action_id)
+            assert job is not None and job.status in (JobStatus.PROPOSED, JobStatus.DELIVERED)
+            assert proposal.action_id == action_id and "readme" in proposal.goal
