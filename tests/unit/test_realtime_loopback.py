@@ -194,6 +194,7 @@ async def test_audio_is_paced_on_the_clock_after_the_first_audio_latency(make_se
         events = await until(connection, "response.done")
         assert len(audio_of(events)) == 400 * 24 * 2
         assert session.responses[0].first_audio_at == 1000.25
+        assert session.client_events_at[-1] == 1000.0  # the response.create, on the same clock
 
 
 async def test_cancel_mid_response_ends_it_cancelled_with_the_audio_sent(make_server: Factory) -> None:

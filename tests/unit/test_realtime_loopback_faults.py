@@ -115,6 +115,27 @@ async def test_a_dropped_connection_is_a_close_without_a_frame(make_server: Fact
         await session.closed.wait()
 
 
+async def test_the_sdk_reconnects_after_a_drop_to_a_fresh_session(make_server: Factory) -> None:
+    attempts: list[Any] = []
+    server = make_server(["Hi."])
+    async with server:
+        manager = client(server).realtime.connect(
+            model=MODEL, on_reconnecting=attempts.append, initial_delay=0.0, max_delay=0.0
+        )
+        async with manager as connection:
+            await ready(connection)
+            await connection.conversation.item.create(
+                item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+            )
+            await until(connection, "conversation.item.done")
+            await (await server.session(0)).drop()
+            created = (await until(connection, "session.created"))[-1]  # the same iterator, a new socket
+            fresh = await server.session(1)
+            assert created.session.audio.input.turn_detection is not None  # defaults again: re-send config
+            assert [a.close_code for a in attempts] == [1006]
+            assert fresh.conversation.items == [] and len(server.sessions[0].conversation.items) == 1
+
+
 async def test_a_planned_drop_cuts_the_audio_at_a_position(make_server: Factory) -> None:
     faults = Faults()
     faults.drop_before("response.output_audio.delta", after_audio_ms=300)

@@ -1,11 +1,21 @@
 """A loopback OpenAI Realtime (GA) server on 127.0.0.1, built from the ``openai`` package's own types.
 
 Client events are parsed into ``openai.types.realtime`` models and server events are built from
-them (``wire``), so the server cannot drift from the SDK; it answers with local STT, a pluggable
-:class:`Responder` and local TTS, streams audio paced on an injected clock, honours cancel,
-truncation and function calls, and takes planned faults (:class:`Faults`: 401 at the handshake,
-drops, failed responses, latency, closes). Tests and benches read every session's events and
-conversation. Start with :class:`LoopbackRealtimeServer`.
+them (``wire``), so the server cannot drift from the SDK. It hears committed audio with local STT
+(:class:`WhisperListener`), lets a :class:`Responder` decide (:class:`ScriptedResponder`,
+:class:`ChatModelResponder`), speaks with local TTS (:class:`PiperVoice`), streams the audio paced
+on an injected clock (:class:`Pacing`), honours cancel, truncation at ``audio_end_ms`` and function
+calls, emulates server VAD for clients that leave it on, and takes planned faults (:class:`Faults`:
+401 at the handshake, drops, failed responses, latency, closes). Tests and benches read each
+:class:`LoopbackSession`: parsed client events, refused messages, events sent (with times), the
+conversation with truncation applied, each response's record::
+
+    async with LoopbackRealtimeServer(api_key="sk-test", responder=ScriptedResponder(["Hello."])) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
+        async with client.realtime.connect(model="gpt-realtime") as connection:
+            ...
+        session = await server.session(0)
+        session.conversation.truncations, session.client_events, session.rejected
 """
 
 from openab_voice.testing.realtime.conversation import HeldItem, TimedWord, Truncation

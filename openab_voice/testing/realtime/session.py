@@ -101,6 +101,7 @@ class LoopbackSession:
         self.config: RealtimeSessionCreateRequest = default_session(model)
         self.conversation = Conversation()
         self.client_events: list[ClientEvent] = []
+        self.client_events_at: list[float] = []  # the server clock's time each one arrived
         self.rejected: list[ParseFailure] = []
         self.sent: list[ServerEvent] = []
         self.sent_at: list[float] = []  # the server clock's time each event in ``sent`` went out
@@ -235,6 +236,7 @@ class LoopbackSession:
             await self._refuse(parsed.code, parsed.message, parsed.param, parsed.event_id)
             return
         self.client_events.append(parsed)
+        self.client_events_at.append(self._services.clock.monotonic())
         await self._notify()
         await self._dispatch(parsed)
 
