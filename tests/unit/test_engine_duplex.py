@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
+from openab_voice.bus import EventBus
+from openab_voice.clock import FakeClock
+from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.cascade import CascadeEngine
 from openab_voice.engine.duplex import DISCORD_PCM, AudioFormat, DuplexVoiceEngine, EngineCapabilities
+from openab_voice.engine.realtime import RealtimeEngine, realtime_capabilities
 from openab_voice.engine.settings import DialogueMode, DialogueSettings, negotiate
 from openab_voice.engine.state import (
     DialogueState,
@@ -16,8 +22,10 @@ from openab_voice.engine.state import (
     Snapshot,
     transition,
 )
-from openab_voice.providers.speech import ChatCapabilities, SttCapabilities, TtsCapabilities
+from openab_voice.providers.realtime_openai import RealtimeLink
+from openab_voice.providers.speech import ChatCapabilities, SpeechToText, SttCapabilities, TtsCapabilities
 from tests.fakes.dialogue_rig import Rig
+from tests.unit.test_app_sessions import SilentStt, channel, factory
 
 LOST = ProviderLost(code="REALTIME_CONNECTION_LOST", message="websocket closed")
 
@@ -79,3 +87,37 @@ def test_a_batch_stt_tts_pair_is_a_half_duplex_engine_and_says_so() -> None:
     assert isinstance(caps, EngineCapabilities)
     assert caps.half_duplex and not caps.continuous_duplex and not caps.interruption
     assert caps.engine == "cascade" and caps.input_format == AudioFormat(rate=16000, channels=1)
+
+
+class _NeverConnects:
+    """A realtime connector for wiring tests: nothing here connects."""
+
+    model = "gpt-realtime"
+
+    async def connect(self) -> RealtimeLink:
+        raise AssertionError("the session was never started")
+
+
+async def test_the_session_factory_builds_the_realtime_engine_when_configured() -> None:
+    clock, bus = FakeClock(), EventBus()
+    providers = ConversationProviders(
+        stt=cast(SpeechToText, SilentStt()),  # never decodes here
+        dialogue=DialogueSettings(preemptive_generation=False),
+        capabilities=realtime_capabilities(DialogueMode.FULL_DUPLEX),
+        realtime=_NeverConnects(),
+        realtime_voice="cedar",
+    )
+    session = factory(clock, bus, providers=providers, playback=True)(
+        channel(), generation=1, text_channel_id=None
+    )
+    try:
+        assert session.conversation is not None
+        engine = session.conversation.engine
+        assert isinstance(engine, RealtimeEngine)
+        caps = engine.capabilities
+        assert caps.engine == "realtime" and not caps.exact_speech_output and caps.full_duplex
+        assert caps.provider_input_format == AudioFormat(rate=24_000, channels=1)
+        assert caps.output_format == DISCORD_PCM
+        assert engine.output is session.playback  # the same playback path as the cascade's
+    finally:
+        await session.aclose()
