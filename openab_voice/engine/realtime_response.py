@@ -180,7 +180,7 @@ class RealtimeResponse:
                     result.status = event.response.status
                     return result
                 case "error":
-                    self.in_flight = False
+                    # Still in flight: what it generates after this is cancelled when it is discarded.
                     err = event.error
                     result.error = server_error(
                         kind=err.type, code=err.code, message=err.message, model=self._model

@@ -387,3 +387,21 @@ async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice
             job = plane.store.get(action_id)
             assert job is not None and job.status in (JobStatus.PROPOSED, JobStatus.DELIVERED)
             assert proposal.action_id == action_id and "readme" in proposal.goal
+
+
+async def test_a_rate_limit_error_during_a_response_fails_it_and_the_session_goes_on() -> None:
+    async with RealtimeRig(replies=[LONG, "Fine."], paced=True) as rig:
+        await rig.until_ready()
+        rig.say("tell me a story")
+        await rig.until(lambda: rig.played_ms() >= 400)
+        await rig.session().send_error(
+            type="rate_limit_error", code="rate_limit_exceeded", message="Rate limit reached"
+        )
+        await rig.until(lambda: "speaking->recovering" in rig.states())
+        await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
+        assert "REALTIME_RATE_LIMITED" in [e.code for e in rig.of(ErrorRaised)]
+        assert rig.context_rows() == []  # the failed response commits nothing
+        assert len(rig.client_events("response.cancel")) == 1  # what it still generated is dropped
+        rig.say("and now")
+        assert (await rig.until_finished("turn-2")).spoken_text == "Fine."
+        assert len(rig.server.sessions) == 1  # the same session: an error event is not a drop
