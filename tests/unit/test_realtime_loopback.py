@@ -402,3 +402,32 @@ async def test_response_done_is_the_sdk_model(make_server: Factory) -> None:
         events = await until(connection, "response.done")
         assert isinstance(events[-1], ResponseDoneEvent)
         assert events[-1].response.usage is not None
+
+
+async def test_out_of_band_responses_stay_out_of_the_conversation(make_server: Factory) -> None:
+    async with (
+        make_server(["A summary."]) as server,
+        client(server).realtime.connect(model=MODEL) as connection,
+    ):
+        await manual_turns(connection)
+        await connection.response.create(response={"conversation": "none", "instructions": "Summarize."})
+        events = await until(connection, "response.done")
+        assert not any(e.type.startswith("conversation.item") for e in events)
+        assert events[-1].response.conversation_id is None
+        assert transcript_of(events) == "A summary."
+        session = server.sessions[0]
+        assert session.conversation.items == []
+        turn = session.responses[0].turn
+        assert turn is not None and turn.instructions == "Summarize."
+
+
+async def test_formats_other_than_pcm_are_refused(make_server: Factory) -> None:
+    async with make_server(["Hi."]) as server, client(server).realtime.connect(model=MODEL) as connection:
+        await until(connection, "session.created")
+        await connection.session.update(
+            session={"type": "realtime", "audio": {"output": {"format": {"type": "audio/pcmu"}}}}
+        )
+        error = (await until(connection, "error"))[-1]
+        assert error.error.param == "session.audio.output.format.type"
+        fmt = server.sessions[0].config.audio.output.format  # type: ignore[union-attr]
+        assert fmt is not None and fmt.type == "audio/pcm"  # unchanged
