@@ -173,8 +173,8 @@ class _Expired(Exception):  # noqa: N818 - a signal inside the runner, never rai
 
 
 class _Withdrawn(_Expired):
-    """The cause expired while the line was still being handed to the output: stop writing; the
-    output is then cut, as when it expires after the last write."""
+    """A watched cause expired while the response was still being synthesized or handed to the
+    output: what was in progress is abandoned and the output cut at once."""
 
 
 @contextlib.contextmanager
@@ -234,7 +234,6 @@ class ResponseRunner:
         self._started: set[int] = set()
         self._first_audio = False
         self._generator: asyncio.Task[None] | None = None
-        self._withdrawn: asyncio.Event | None = None  # set once a watched cause expired
 
     def _report(self, item: _Progress) -> None:
         if self._hold is not None and not self._hold.released:
@@ -389,13 +388,15 @@ class ResponseRunner:
 
     async def _speak(self, queue: asyncio.Queue[int | None]) -> PlayedPosition | None:
         with self._watching() as withdrawn:
-            self._withdrawn = withdrawn
             try:
-                while (index := await queue.get()) is not None:
-                    await self._say(index)
-            except _Withdrawn:
-                if self._generator is not None:
-                    self._generator.cancel()
+                await self._say_all(queue, withdrawn)
+            except _Withdrawn as cut:
+                if self._handle.utterance_id is None:  # nothing of it reached the output
+                    self._dropped(_Expired(cut.index, "before_audio", cut.reason))
+                else:
+                    if self._generator is not None:
+                        self._generator.cancel()
+                    self._withdraw()  # even when what was handed over already played out
             except _Expired as expired:
                 self._dropped(expired)
             uid = self._handle.utterance_id
@@ -415,6 +416,32 @@ class ResponseRunner:
                     if not played.done():
                         self._withdraw()
                 return await played
+
+    async def _say_all(self, queue: asyncio.Queue[int | None], withdrawn: asyncio.Event | None) -> None:
+        """Say each sentence as it comes; with a watched cause, race them against its expiry, so a
+        sentence still being synthesized, or waiting on a full output buffer, is abandoned at once
+        (:class:`_Withdrawn`) instead of holding the cut back until it was all handed over."""
+        if withdrawn is None:
+            while (index := await queue.get()) is not None:
+                await self._say(index)
+            return
+        saying = asyncio.ensure_future(self._say_all(queue, None))
+        waiter = asyncio.ensure_future(withdrawn.wait())
+        try:
+            await asyncio.wait({saying, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not saying.done():
+                if withdrawn.is_set() and self._handle.utterance_id is not None:
+                    # The sound stops now: closing the TTS stream below may wait out a synthesis.
+                    self._d.output.interrupt()
+                saying.cancel()
+                await asyncio.wait({saying})  # its own clean-up runs before the cut is reported
+        if not saying.cancelled():
+            saying.result()  # finished first: its own outcome (an _Expired, an error)
+            return
+        reason = self._request.cause.reason() if self._request.cause is not None else None
+        raise _Withdrawn(len(self._started), "playing", reason or "expired")
 
     @contextlib.contextmanager
     def _watching(self) -> Iterator[asyncio.Event | None]:
@@ -512,10 +539,6 @@ class ResponseRunner:
             piece = pcm[start : start + step]
             with _stage("playback"):
                 uid = self._handle.utterance_id
-                if uid is not None and self._withdrawn is not None and self._withdrawn.is_set():
-                    # A long sentence waits here on a full output buffer: cut it now, not once
-                    # all of it was handed over.
-                    raise _Withdrawn(index, "playing", "withdrawn")
                 if uid is None:
                     await self._on_hold()
                     # The last moment to take it back: nothing of it has reached the listeners yet.

@@ -226,3 +226,25 @@ async def test_an_unchanged_or_shrinking_room_hears_the_whole_result_and_no_stat
         assert rig.played_sentences() == [DETAILED]
         assert rig.of(SpeechDropped) == [] and guard.downgraded == 0
         guard.close()
+
+
+async def test_a_join_while_the_tts_is_still_synthesizing_cuts_at_once_and_says_the_status() -> None:
+    # 90 ms of audio every 0.5 s: the output runs dry between chunks, as when Piper synthesizes the
+    # line's next sentence slower than real time; the cut must not wait for the next chunk, and a
+    # line whose audio so far has all been played must still count as withdrawn.
+    async with Rig(replies=[], tts={"chunk_delay_s": 0.5}) as rig:
+        voice = Voice(rig, room(OPERATOR))
+        guard = AudienceGuard(voice=voice, bus=rig.bus, trusted=TRUSTED)
+        await speak(guard)
+        await rig.until(lambda: DETAILED in rig.played_sentences())
+        await rig.run(0.3)  # the first chunk has played out; the next one is 0.2 s away
+        joined = rig.now()
+        voice.change(room(OPERATOR, STRANGER), rig.bus)
+        await rig.until(lambda: STATUS in rig.played_sentences())
+        [dropped] = rig.of(SpeechDropped)
+        assert (dropped.point, dropped.reason) == ("playing", "user 3 joined the voice channel")
+        assert dropped.at <= joined + 0.02 + 1e-9
+        reading_frames = [at for uid, _, at in rig.output.played if uid == "utt-1"]
+        assert reading_frames and max(reading_frames) <= joined + 0.02 + 1e-9
+        assert guard.downgraded == 1
+        guard.close()
