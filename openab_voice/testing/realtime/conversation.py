@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from openai.types.realtime import (
     RealtimeConversationItemAssistantMessage,
-    RealtimeConversationItemUserMessage,
 )
 from openai.types.realtime.conversation_item import ConversationItem
 
@@ -182,11 +181,3 @@ class Conversation:
 
 def _no_item(item_id: str) -> ItemRefusal:
     return ItemRefusal(code="item_not_found", message=f"Item with id '{item_id}' not found.", param="item_id")
-
-
-def user_text(item: ConversationItem) -> str | None:
-    """The text of a user text message (None for anything else)."""
-    if not isinstance(item, RealtimeConversationItemUserMessage):
-        return None
-    parts = [part.text for part in item.content if part.type == "input_text" and part.text]
-    return " ".join(parts) if parts else None

@@ -3,9 +3,10 @@
 It answers each client event as the GA API does (``session.updated``, ``input_audio_buffer.committed``
 / ``cleared``, ``conversation.item.added`` + ``.done``, ``conversation.item.truncated`` /
 ``deleted`` / ``retrieved``, responses through :class:`~.response.ResponseRun`) and refuses what the
-API refuses with an ``error`` event. It never answers by itself: server turn detection is not
-emulated, so a client that leaves it on gets no automatic responses either (read
-:attr:`LoopbackSession.config` to check what it asked for).
+API refuses with an ``error`` event. The input buffer and items are :class:`~.items.ItemDesk`'s;
+what the server does by itself with user audio (server VAD while ``turn_detection`` is on, input
+transcription when asked for) is :class:`~.listening.ServerListening`'s. With
+``turn_detection: null`` the session never answers unless asked.
 
 Everything is kept for tests: the parsed client events (SDK models), the refused messages, the
 server events sent, the conversation (truncation applied), each response's record. Waiting is by
