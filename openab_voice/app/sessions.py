@@ -27,6 +27,7 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
+from openab_voice.engine.redecode_stream import RedecodeRecognizer
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.memory.intake import RememberIntake
@@ -120,7 +121,9 @@ class SessionFactory:
         stt = self._providers.stt
         transcriber = (
             Transcriber(
-                stt, bus=bus, clock=clock, settings=self._providers.transcriber, session_id=session_id
+                RedecodeRecognizer(stt, clock=clock, settings=self._providers.transcriber),
+                bus=bus,
+                session_id=session_id,
             )
             if stt is not None
             else None

@@ -5,8 +5,8 @@ turn, ``utterances`` of them, each after 1 s of silence) goes through the real a
 (configured APM + VAD) on a fake clock, giving exactly the processed frames the transcriber would
 receive, with the VAD's real onset and end-of-speech decisions.
 
-Timed: the frames are replayed through the :class:`~openab_voice.engine.transcriber.Transcriber`'s
-synchronous core on a second fake clock advanced frame by frame (a 20 ms frame becomes available at
+Timed: the frames are replayed through the :class:`~openab_voice.engine.redecode.RedecodeCore` (the
+transcriber's synchronous core) on a second fake clock advanced frame by frame (a 20 ms frame becomes available at
 its end). Every decode the core asks for runs for real, timed with ``clock.perf_ns``, and its
 result is delivered on the fake timeline at its start plus the measured duration, so decode time
 shows up in every latency exactly as it would live (decodes run one at a time, as the transcriber
@@ -41,8 +41,8 @@ from openab_voice.engine.events import (
     TranscriptFinal,
     TranscriptPartial,
 )
+from openab_voice.engine.redecode import RedecodeCore
 from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.transcriber import Transcriber
 from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 from openab_voice.providers.speech_registry import SttConfig
@@ -109,7 +109,7 @@ def _front_end(samples: np.ndarray, start: float, settings: FrontEndSettings) ->
 class _Replay:
     """Runs the decodes a transcriber asks for and delivers each at start + measured duration."""
 
-    def __init__(self, transcriber: Transcriber, stt: SpeechToText, clock: FakeClock) -> None:
+    def __init__(self, transcriber: RedecodeCore, stt: SpeechToText, clock: FakeClock) -> None:
         self._transcriber, self._stt, self._clock = transcriber, stt, clock
         self._pending: list[tuple[float, int, DecodeJob, Hypothesis | BaseException]] = []
         self._order = itertools.count()
@@ -188,7 +188,7 @@ def run(
     bus, clock = EventBus(), FakeClock(start)
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    transcriber = Transcriber(stt, bus=bus, clock=clock, settings=settings)
+    transcriber = RedecodeCore(stt.capabilities, emit=bus.publish, clock=clock, settings=settings)
     replay = _Replay(transcriber, stt, clock)
     try:
         for frame in frames:

@@ -1,6 +1,6 @@
 """What the transcriber keeps per speaker and per utterance, and the decodes it asks for.
 
-Plain data: :class:`~openab_voice.engine.transcriber.Transcriber` owns the logic that fills and
+Plain data: :class:`~openab_voice.engine.redecode.RedecodeCore` owns the logic that fills and
 schedules it.
 """
 
@@ -38,7 +38,7 @@ class TranscriberSettings:
             never batch. Batching triples the decoder's throughput for ten utterances, but end to end
             (``bench transcribe --speakers 6|10``) it showed no lower lag and, with a core busy, more
             fragments (ADR 0012), so it is opt-in until that is understood.
-        close_timeout_s: how long :meth:`Transcriber.aclose` waits for decodes in flight.
+        close_timeout_s: how long :meth:`RedecodeStream.aclose` waits for decodes in flight.
         speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
             an utterance (the VAD is still waiting out its minimum silence), the final decode runs
             speculatively; if the utterance then ends with no speech in between, that decode is the
@@ -107,7 +107,7 @@ class SpeakerState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeJob:
-    """One decode to run: ``stt.transcribe(samples, final=final)`` then :meth:`Transcriber.complete`."""
+    """One decode to run: ``stt.transcribe(samples, final=final)`` then :meth:`RedecodeCore.complete`."""
 
     speaker_id: str
     utterance_id: str

@@ -21,8 +21,8 @@ from openab_voice.engine.events import (
     TranscriptFinal,
     TranscriptPartial,
 )
+from openab_voice.engine.redecode import RedecodeCore
 from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.transcriber import Transcriber
 from openab_voice.engine.utterances import DecodeJob
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.speech import Hypothesis, SpeechToText
@@ -188,7 +188,7 @@ def _stream(stt: FasterWhisperStt, clip: np.ndarray) -> list[Event]:
     bus, clock = EventBus(), FakeClock(10.0)
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(stt, bus=bus, clock=clock)
+    tr = RedecodeCore(stt.capabilities, emit=bus.publish, clock=clock)
 
     def run(jobs: list[DecodeJob]) -> None:
         for job in jobs:

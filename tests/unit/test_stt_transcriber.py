@@ -27,6 +27,8 @@ from openab_voice.engine.events import (
     TranscriptPartial,
     TranscriptSpeculative,
 )
+from openab_voice.engine.redecode import RedecodeCore
+from openab_voice.engine.redecode_stream import RedecodeRecognizer
 from openab_voice.engine.stability import StabilityFilter, normalize_words
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
@@ -110,7 +112,9 @@ class Rig:
         self.bus = EventBus()
         self.events: list[Event] = []
         self.bus.subscribe(Event, self.events.append)
-        self.tr = Transcriber(stt, bus=self.bus, clock=self.clock, settings=settings, session_id="s-1")
+        self.tr = RedecodeCore(
+            stt.capabilities, emit=self.bus.publish, clock=self.clock, settings=settings, session_id="s-1"
+        )
         self.held: list[DecodeJob] = []
         self.hold = False
 
@@ -363,7 +367,7 @@ async def test_provider_failure_is_an_error_event_and_the_transcriber_keeps_goin
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(stt, bus=bus, clock=clock, session_id="s-2")
+    tr = Transcriber(RedecodeRecognizer(stt, clock=clock), bus=bus, session_id="s-2")
     frames = timeline("alice", 0.0, silence_s=0.2, speech_s=1.0, tail_s=0.3)
     frames += timeline("alice", 1.5, silence_s=0.2, speech_s=2.2, tail_s=0.3)
     await asyncio.wait_for(tr.run(frames_async(frames)), 10)
@@ -388,9 +392,10 @@ async def test_aclose_is_bounded_idempotent_and_discards_open_utterances() -> No
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(
-        ScriptedStt(stuck), bus=bus, clock=clock, settings=TranscriberSettings(close_timeout_s=0.05)
+    recognizer = RedecodeRecognizer(
+        ScriptedStt(stuck), clock=clock, settings=TranscriberSettings(close_timeout_s=0.05)
     )
+    tr = Transcriber(recognizer, bus=bus)
     stream: asyncio.Queue[ProcessedFrame] = asyncio.Queue()
 
     async def frames() -> AsyncIterator[ProcessedFrame]:
@@ -414,7 +419,9 @@ async def test_run_follows_capture_stopped_speech_ends_from_the_bus() -> None:
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(ScriptedStt(words_by_length("packets just stopped")), bus=bus, clock=clock)
+    tr = Transcriber(
+        RedecodeRecognizer(ScriptedStt(words_by_length("packets just stopped")), clock=clock), bus=bus
+    )
     queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
 
     async def stream() -> AsyncIterator[ProcessedFrame]:
@@ -678,9 +685,8 @@ async def test_decodes_due_together_go_out_as_one_batch_and_none_is_lost() -> No
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
-    tr = Transcriber(
-        stt, bus=bus, clock=clock, settings=TranscriberSettings(speculate_after_ms=0, max_batch=10)
-    )
+    settings = TranscriberSettings(speculate_after_ms=0, max_batch=10)
+    tr = Transcriber(RedecodeRecognizer(stt, clock=clock, settings=settings), bus=bus)
     queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
 
     async def stream() -> AsyncIterator[ProcessedFrame]:

@@ -1,0 +1,101 @@
+"""The streaming speech-to-text seam: one :class:`RecognizeStream` per voice session.
+
+Shaped like livekit's ``RecognizeStream``: processed capture goes in with :meth:`~RecognizeStream.push_frame`
+(every speaker's frames on one stream: they carry the speaker id, and one stream can share its
+decoder among the speakers); :meth:`~RecognizeStream.flush` ends a speaker's segment where the front
+end ended their speech with no silent frame to follow (capture stopped), or everyone's;
+:meth:`~RecognizeStream.end_input` says no frame follows (open utterances get their finals, then the
+iteration ends); async iteration yields what is recognized, in order; :meth:`~RecognizeStream.aclose`
+stops at once. :meth:`~RecognizeStream.pause` is a hint only (a speaker's capture paused in a quiet
+stretch: speculate now).
+
+What a stream yields (:data:`RecognitionEvent`): ``TranscriptPartial`` (``stable`` or not),
+``TranscriptSpeculative`` / ``SpeculationWithdrawn`` (a final announced early, and taken back when
+speech followed), exactly one ``TranscriptFinal`` or ``TranscriptDiscarded`` per utterance, and the
+observations ``LatencyMeasured``, ``TranscriptionBacklog`` and ``ErrorRaised``. A stream never raises
+for a failed decode: it yields the error and the utterance's discard.
+
+Implementations: :class:`~openab_voice.engine.redecode_stream.RedecodeRecognizer` makes any batch
+:class:`~openab_voice.providers.speech.SpeechToText` stream by re-decoding (faster-whisper); a
+provider that streams natively (a realtime API's transcription, a streaming model) implements
+:class:`Recognizer` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.events import (
+    LatencyMeasured,
+    SpeculationWithdrawn,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptionBacklog,
+    TranscriptPartial,
+    TranscriptSpeculative,
+)
+
+__all__ = ["RecognitionEvent", "RecognizeStream", "Recognizer"]
+
+RecognitionEvent = (
+    TranscriptPartial
+    | TranscriptSpeculative
+    | SpeculationWithdrawn
+    | TranscriptFinal
+    | TranscriptDiscarded
+    | LatencyMeasured
+    | TranscriptionBacklog
+    | ErrorRaised
+)
+
+
+class RecognizeStream(Protocol):
+    """Streaming recognition of one session's processed capture."""
+
+    def push_frame(self, frame: ProcessedFrame) -> None:
+        """Add one processed frame (mono, at the recognizer's ``sample_rate``, with a speaker id).
+
+        Raises:
+            AudioError: the frame is not mono at the recognizer's rate, or has no speaker.
+        """
+        ...
+
+    def pause(self, speaker_id: str, audio_time: float) -> None:
+        """No packet from the speaker since ``audio_time`` while their speech is open (a hint)."""
+        ...
+
+    def flush(self, speaker_id: str | None = None, audio_time: float | None = None) -> None:
+        """End a segment: ``speaker_id``'s speech ended at ``audio_time`` with no silent frame to
+        follow (as soon as their frames up to it are in); without arguments, every open utterance
+        ends now."""
+        ...
+
+    def end_input(self) -> None:
+        """No frame follows: open utterances are finished, then the iteration ends."""
+        ...
+
+    def remove_speaker(self, speaker_id: str) -> None:
+        """Forget a speaker (they left): their open utterances are discarded."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[RecognitionEvent]: ...
+
+    async def aclose(self) -> None:
+        """Stop now (bounded wait for work in flight); what got no final is discarded. Idempotent."""
+        ...
+
+
+class Recognizer(Protocol):
+    """A streaming speech-to-text engine: opens one :class:`RecognizeStream` per session."""
+
+    @property
+    def sample_rate(self) -> int:
+        """The mono rate its streams consume (the front end's internal rate)."""
+        ...
+
+    def stream(self, *, session_id: str | None = None) -> RecognizeStream:
+        """A new stream; its events carry ``session_id``."""
+        ...

@@ -1,0 +1,396 @@
+"""Re-decode recognition: a batch :class:`~openab_voice.providers.speech.SpeechToText` made to stream.
+
+This is the scheduling core behind :class:`~openab_voice.engine.redecode_stream.RedecodeStream`, the
+:class:`~openab_voice.engine.recognize.RecognizeStream` for providers that decode a whole buffer at a
+time (faster-whisper). It is synchronous: :meth:`RedecodeCore.push`, :meth:`~RedecodeCore.complete`
+and the other inputs return the :class:`DecodeJob` s to start, so tests and benchmarks drive it on
+a fake timeline; its events go to ``emit`` in order.
+
+An utterance starts on the first processed frame whose ``user_speech`` is True (with ``pre_roll_ms``
+of the audio before it, which holds the onset the VAD needed time to confirm), grows while the
+speaker talks and ends on the first frame where ``user_speech`` is False: the front end's VAD has
+already waited its minimum silence. Audio is never dropped because the bot is speaking: whether an
+utterance interrupts is the engine's decision.
+
+While an utterance grows, every ``partial_interval_ms`` of new audio (``initial_partial_interval_ms``
+until something is stable) the whole utterance so far is decoded again and published as a
+``TranscriptPartial(stable=False)``; the longest common word prefix of the last
+``stable_agreement`` hypotheses is published as ``TranscriptPartial(stable=True)`` whenever it grows
+(a stable prefix is never retracted). At the end a final decode yields exactly one
+``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
+a failed decode), so nothing downstream ever sees unusable text
+(:class:`~openab_voice.engine.transcripts.TranscriptReporter`).
+
+Once the speaker has been quiet for ``speculate_after_ms`` (or their capture paused in a quiet
+stretch) the final is decoded speculatively and announced (``TranscriptSpeculative``); it becomes the
+final when the speech ends with no speech in between, and is withdrawn when speech follows. No
+partial starts in that quiet stretch: it would decode the same words and hold the decoder.
+
+Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
+has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
+queued up. With a provider that decodes in batches and ``max_batch`` > 1 (opt-in: ADR 0012),
+everything due at once (several people talking) goes out as one batch, one batch in flight.
+
+Overload (more talkers than the CPU transcribes in real time) degrades in a fixed order: partials
+are shed first (while a final waits for a slot, every partial that falls due is skipped and
+counted), finals queue (oldest end of speech first) and are never dropped or cut short because
+processing fell behind; an utterance ends only where the front end's VAD ended the speech. A
+:class:`~openab_voice.engine.events.TranscriptionBacklog` reports when finals pile up (two or more
+waiting, or partials shed), at most once a second while it lasts, and when it clears.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus.events import Event
+from openab_voice.clock import Clock
+from openab_voice.engine.events import TranscriptionBacklog
+from openab_voice.engine.stability import StabilityFilter
+from openab_voice.engine.transcripts import TranscriptReporter
+from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
+from openab_voice.errors import AudioError
+from openab_voice.providers.speech import Hypothesis, SttCapabilities
+
+_END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
+_BACKLOG_REPORT_S = 1.0  # a lasting backlog is reported at most this often
+_EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
+
+
+class RedecodeCore:
+    """Utterances per speaker and the decodes they need, for a provider with ``capabilities``.
+
+    Args:
+        capabilities: the provider's; partial decodes only when ``streaming``, batches when ``batch``.
+        emit: where transcript, latency, backlog and error events go, in order.
+        clock: injected clock (event times and latency).
+        settings: tunables.
+        session_id: stamped on every event.
+    """
+
+    def __init__(
+        self,
+        capabilities: SttCapabilities,
+        *,
+        emit: Callable[[Event], None],
+        clock: Clock,
+        settings: TranscriberSettings | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self._emit = emit
+        self._clock = clock
+        self.settings = settings or TranscriberSettings()
+        self._session = session_id
+        self._report = TranscriptReporter(emit, clock=clock, settings=self.settings, session_id=session_id)
+        self._rate = capabilities.sample_rate
+        self._streaming = capabilities.streaming
+        self.batching = capabilities.batch and self.settings.max_batch > 1
+        self.batch_running = False
+        self._speakers: dict[str, SpeakerState] = {}
+        self._ids = itertools.count(1)
+        self._in_flight = 0
+        self.partials_shed = 0
+        self._shed_reported = 0
+        self._backlog_at: float | None = None  # last TranscriptionBacklog while backlogged, else None
+        self.closed = False
+
+    # --- synchronous core -----------------------------------------------------------------------
+
+    def push(self, frame: ProcessedFrame) -> list[DecodeJob]:
+        """Take one processed frame; returns the decodes to start now.
+
+        Raises:
+            AudioError: the frame is not mono at the provider's sample rate.
+        """
+        audio = frame.frame
+        if audio.sample_rate != self._rate or audio.channels != 1 or audio.speaker_id is None:
+            raise AudioError(
+                f"transcriber needs mono {self._rate} Hz speaker frames, got {audio.sample_rate} Hz "
+                f"x{audio.channels} from {audio.speaker_id!r}"
+            )
+        if self.closed:
+            return []
+        speaker = self._speaker(audio.speaker_id)
+        if speaker.end_at is not None and audio.timestamp >= speaker.end_at - _END_TOLERANCE_S:
+            self._end(speaker)  # a frame after a capture-stopped end belongs to the next utterance
+        samples = audio.samples().reshape(-1)
+        utt = speaker.current
+        if frame.user_speech:
+            if utt is None:
+                utt = speaker.current = self._begin(audio.speaker_id, speaker, audio.timestamp)
+            utt.chunks.append(samples)
+            utt.samples += samples.size
+            utt.audio_end = audio.timestamp + audio.duration
+            if frame.speech_probability < self.settings.speculate_below:
+                if utt.quiet_since is None:
+                    utt.quiet_since = audio.timestamp
+            elif utt.quiet_since is not None:
+                utt.quiet_since = None  # speech again: a speculative final is stale
+                self._report.withdraw(utt)
+            reached = speaker.end_at is not None and utt.audio_end >= speaker.end_at - _END_TOLERANCE_S
+            if reached or utt.samples >= self.settings.max_utterance_s * self._rate:
+                self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
+        else:
+            if utt is not None:
+                # The end of speech, as the VAD placed it (a minimum silence before this frame).
+                utt.audio_end = audio.timestamp if frame.speech_end is None else frame.speech_end
+                self._end(speaker)
+            self._keep_pre_roll(speaker, samples)
+        return self._schedule()
+
+    def end_speech(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
+        """Speech ended at ``audio_time`` with no silent frame to follow (capture stopped, speaker left).
+
+        Discord stops sending packets in silence, so the front end ends speech on a timer; the
+        utterance ends as soon as the frames up to ``audio_time`` have been pushed (they may still
+        be queued behind this call). Returns the decodes to start now.
+        """
+        speaker = self._speakers.get(speaker_id)
+        if speaker is None or speaker.current is None or self.closed:
+            return []
+        speaker.end_at = audio_time
+        if speaker.current.audio_end >= audio_time - _END_TOLERANCE_S:
+            self._end(speaker)
+        return self._schedule()
+
+    def pause(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
+        """No packet from the speaker since ``audio_time`` (their speech still open): if their last
+        frames were already quiet they are probably done (a client sends a few silence frames, then
+        nothing), so the utterance is decoded speculatively now rather than after the rest of the
+        quiet stretch (its final if nothing follows). Packets only held up mid-word (jitter) start
+        nothing. Returns the decodes to start now."""
+        speaker = self._speakers.get(speaker_id)
+        utt = speaker.current if speaker is not None else None
+        if utt is None or self.closed or utt.quiet_since is None:
+            return []
+        if utt.audio_end < audio_time - _END_TOLERANCE_S:
+            return []  # frames up to the pause are still on their way
+        utt.paused_quiet = utt.quiet_since
+        return self._schedule()
+
+    def complete(self, job: DecodeJob, result: Hypothesis | BaseException) -> list[DecodeJob]:
+        """Apply a finished decode (its hypothesis or the exception it raised); returns decodes to start."""
+        self._apply(job, result)
+        return [] if self.closed else self._schedule()
+
+    def complete_all(self, results: list[tuple[DecodeJob, Hypothesis | BaseException]]) -> list[DecodeJob]:
+        """Apply a batch's decodes, in order; returns the decodes to start (scheduled once)."""
+        for job, result in results:
+            self._apply(job, result)
+        return [] if self.closed else self._schedule()
+
+    def _apply(self, job: DecodeJob, result: Hypothesis | BaseException) -> None:
+        self.release(job)
+        utt = job._utterance
+        if job.speculative:
+            # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
+            if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
+                utt.spec = result
+                if self._is_open(utt):
+                    self._report.speculative(utt, result)
+        elif not utt.concluded:
+            if isinstance(result, BaseException):
+                self._report.failed(job, result)
+            elif job.final:
+                self._report.finish(utt, result)
+            else:
+                self._report.partial(utt, result, job.audio_end)
+
+    def flush(self) -> list[DecodeJob]:
+        """End every utterance in progress (the stream stopped); returns the final decodes to start."""
+        for speaker in self._speakers.values():
+            self._end(speaker)
+        return self._schedule()
+
+    def remove_speaker(self, speaker_id: str) -> None:
+        """Forget a speaker: open utterances are discarded, a decode in flight is ignored."""
+        speaker = self._speakers.pop(speaker_id, None)
+        if speaker is not None:
+            self._report.discard_all(speaker, "speaker_removed")
+
+    def discard_open(self, reason: str) -> None:
+        """Discard every utterance that has no final yet (the stream is closing) and forget the speakers."""
+        while self._speakers:
+            _, speaker = self._speakers.popitem()
+            self._report.discard_all(speaker, reason)
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """Speakers with state."""
+        return tuple(self._speakers)
+
+    # --- utterance lifecycle --------------------------------------------------------------------
+
+    def _speaker(self, speaker_id: str) -> SpeakerState:
+        speaker = self._speakers.get(speaker_id)
+        if speaker is None:
+            speaker = self._speakers[speaker_id] = SpeakerState()
+        return speaker
+
+    def _keep_pre_roll(self, speaker: SpeakerState, samples: npt.NDArray[np.int16]) -> None:
+        speaker.pre_roll.append(samples)
+        speaker.pre_roll_samples += samples.size
+        keep = self.settings.pre_roll_ms * self._rate // 1000
+        while speaker.pre_roll and speaker.pre_roll_samples - speaker.pre_roll[0].size >= keep:
+            speaker.pre_roll_samples -= speaker.pre_roll.popleft().size
+
+    def _begin(self, speaker_id: str, speaker: SpeakerState, start: float) -> Utterance:
+        keep = self.settings.pre_roll_ms * self._rate // 1000
+        pre = np.concatenate(speaker.pre_roll)[-keep:] if speaker.pre_roll and keep else _EMPTY
+        speaker.pre_roll.clear()
+        speaker.pre_roll_samples = 0
+        return Utterance(
+            id=f"{speaker_id}:{next(self._ids)}",
+            speaker_id=speaker_id,
+            audio_start=start,
+            chunks=[pre],
+            samples=pre.size,
+            pre_roll=pre.size,
+            audio_end=start,
+            stability=StabilityFilter(self.settings.stable_agreement),
+        )
+
+    def _end(self, speaker: SpeakerState) -> None:
+        speaker.end_at = None
+        if speaker.current is not None:
+            speaker.current.ended_at = self._clock.monotonic()
+            speaker.finishing.append(speaker.current)
+            speaker.current = None
+
+    def _is_open(self, utt: Utterance) -> bool:
+        speaker = self._speakers.get(utt.speaker_id)
+        return speaker is not None and speaker.current is utt
+
+    # --- scheduling -----------------------------------------------------------------------------
+
+    def _schedule(self) -> list[DecodeJob]:
+        for speaker in self._speakers.values():
+            while speaker.finishing and speaker.finishing[0].speculated and not speaker.busy:
+                utt = speaker.finishing.popleft()
+                assert utt.spec is not None
+                self._report.finish(
+                    utt, utt.spec
+                )  # the speculative decode saw all the speech: it is the final
+        jobs: list[DecodeJob] = []
+        limit = self.settings.max_batch if self.batching else self.settings.max_concurrent_decodes
+        while self._in_flight < limit and not self.batch_running:
+            job = self._next_final() or self._next_speculative() or self._next_partial()
+            if job is None:
+                break
+            self._in_flight += 1
+            self._speakers[job.speaker_id].busy = True
+            jobs.append(job)
+        waiting = [u for sp in self._speakers.values() for u in sp.finishing if not u.speculated]
+        if waiting:
+            self._shed_partials()
+        self._report_backlog(waiting)
+        return jobs
+
+    def _shed_partials(self) -> None:
+        """Finals are waiting for a slot: every partial that is due now is skipped, not deferred."""
+        if not self._streaming:
+            return
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is not None and self._partial_wait(utt) is not None:
+                utt.decoded_at = utt.samples - utt.pre_roll
+                self.partials_shed += 1
+
+    def _partial_wait(self, utt: Utterance) -> int | None:
+        """New speech samples since the utterance's last partial, when a partial is due (else None)."""
+        s = self.settings
+        interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
+        waited = utt.samples - utt.pre_roll - utt.decoded_at
+        return waited if waited >= interval * self._rate // 1000 else None
+
+    def _report_backlog(self, waiting: list[Utterance]) -> None:
+        now = self._clock.monotonic()
+        backlogged = len(waiting) >= 2 or (bool(waiting) and self.partials_shed > self._shed_reported)
+        if backlogged:
+            if self._backlog_at is not None and now - self._backlog_at < _BACKLOG_REPORT_S:
+                return
+            self._backlog_at = now
+        elif waiting or self._backlog_at is None:
+            return  # not (or still) backlogged: nothing new to say
+        else:
+            self._backlog_at = None  # cleared
+        self._shed_reported = self.partials_shed
+        ended = [u.ended_at for u in waiting if u.ended_at is not None]
+        self._emit(
+            TranscriptionBacklog(
+                at=now,
+                session_id=self._session,
+                waiting=len(waiting),
+                talking=sum(1 for sp in self._speakers.values() if sp.current is not None),
+                partials_shed=self.partials_shed,
+                oldest_wait_ms=round((now - min(ended)) * 1000.0, 1) if ended else 0.0,
+            )
+        )
+
+    def release(self, job: DecodeJob) -> None:
+        self._in_flight -= 1
+        speaker = self._speakers.get(job.speaker_id)
+        if speaker is not None:
+            speaker.busy = False
+
+    def _next_final(self) -> DecodeJob | None:
+        ready = [sp for sp in self._speakers.values() if sp.finishing and not sp.busy]
+        if not ready:
+            return None
+        speaker = min(ready, key=lambda sp: sp.finishing[0].audio_end)  # oldest end of speech first
+        return self._job(speaker.finishing.popleft(), final=True)
+
+    def _next_speculative(self) -> DecodeJob | None:
+        after = self.settings.speculate_after_ms / 1000.0
+        if after <= 0:
+            return None
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is None:
+                continue
+            due = utt.audio_end - utt.quiet_since >= after or utt.paused_quiet == utt.quiet_since
+            if utt.spec_quiet != utt.quiet_since and due:
+                utt.spec_quiet, utt.spec = utt.quiet_since, None
+                return self._job(utt, final=True, speculative=True)
+        return None
+
+    def _next_partial(self) -> DecodeJob | None:
+        if not self._streaming:
+            return None
+        speculating = self.settings.speculate_after_ms > 0
+        best, waited_most = None, 0
+        for speaker in self._speakers.values():
+            utt = speaker.current
+            if utt is None or speaker.busy or speaker.finishing or utt.speculated:
+                continue  # a speculated pause has no new speech: its final is already decoded
+            if speculating and utt.quiet_since is not None:
+                # Quiet since the last speech: a partial now would decode the same words as the
+                # speculative final due within ``speculate_after_ms``, and hold the decoder past
+                # the moment it falls due (the answer waits on that one). Speech again, and the
+                # partial is due at once.
+                continue
+            waited = self._partial_wait(utt)
+            if waited is not None and waited > waited_most:
+                best, waited_most = utt, waited  # the longest-waiting speaker first
+        if best is None:
+            return None
+        best.decoded_at = best.samples - best.pre_roll
+        return self._job(best, final=False)
+
+    def _job(self, utt: Utterance, *, final: bool, speculative: bool = False) -> DecodeJob:
+        samples = np.concatenate(utt.chunks)
+        utt.chunks = [samples]  # one contiguous buffer; later frames append to it
+        return DecodeJob(
+            speaker_id=utt.speaker_id,
+            utterance_id=utt.id,
+            samples=samples,
+            final=final,
+            audio_end=utt.audio_end,
+            speculative=speculative,
+            _utterance=utt,
+        )

@@ -1,0 +1,222 @@
+"""The re-decode :class:`~openab_voice.engine.recognize.RecognizeStream`: a batch provider made to stream.
+
+:class:`RedecodeRecognizer` wraps a :class:`~openab_voice.providers.speech.SpeechToText` that decodes
+a whole buffer at a time (faster-whisper); each :class:`RedecodeStream` runs the scheduling core
+(:class:`~openab_voice.engine.redecode.RedecodeCore`: when to decode partials, speculative finals and
+finals) on asyncio, with the decodes on its own threads below the audio plane's priority (ADR 0006),
+and yields the core's events in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.bus.events import Event
+from openab_voice.clock import Clock
+from openab_voice.engine.recognize import RecognitionEvent
+from openab_voice.engine.redecode import RedecodeCore
+from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
+from openab_voice.priority import audio_boost_available, lower_current_thread
+from openab_voice.providers.speech import Hypothesis, SpeechToText
+
+__all__ = ["RedecodeRecognizer", "RedecodeStream", "StreamPhase"]
+
+
+class StreamPhase(enum.Enum):
+    """Where a :class:`RedecodeStream` is in its life (it only moves forward)."""
+
+    OPEN = "open"  # frames and hints accepted
+    ENDING = "ending"  # end_input(): the open utterances get their finals, nothing new comes in
+    CLOSING = "closing"  # aclose(): decodes in flight are waited for (bounded), the rest discarded
+    DONE = "done"  # the end of the iteration is queued: nothing more will be yielded
+
+
+class RedecodeRecognizer:
+    """Streams from a batch provider by decoding each utterance again as it grows.
+
+    Args:
+        stt: the provider (its owner closes it, not the streams).
+        clock: injected clock (event times and latency).
+        settings: the scheduling tunables.
+    """
+
+    def __init__(
+        self, stt: SpeechToText, *, clock: Clock, settings: TranscriberSettings | None = None
+    ) -> None:
+        self._stt = stt
+        self._clock = clock
+        self.settings = settings or TranscriberSettings()
+
+    @property
+    def sample_rate(self) -> int:
+        return self._stt.capabilities.sample_rate
+
+    def stream(self, *, session_id: str | None = None) -> RedecodeStream:
+        return RedecodeStream(self._stt, clock=self._clock, settings=self.settings, session_id=session_id)
+
+
+class RedecodeStream:
+    """One session's re-decode stream (see :class:`~openab_voice.engine.recognize.RecognizeStream`)."""
+
+    def __init__(
+        self,
+        stt: SpeechToText,
+        *,
+        clock: Clock,
+        settings: TranscriberSettings,
+        session_id: str | None = None,
+    ) -> None:
+        self._stt = stt
+        self.settings = settings
+        self._events: asyncio.Queue[RecognitionEvent | None] = asyncio.Queue()
+        self.core = RedecodeCore(
+            stt.capabilities, emit=self._emit, clock=clock, settings=settings, session_id=session_id
+        )
+        self._executor: ThreadPoolExecutor | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.phase = StreamPhase.OPEN
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def push_frame(self, frame: ProcessedFrame) -> None:
+        if self.phase is StreamPhase.OPEN:
+            self._start(self.core.push(frame))
+
+    def pause(self, speaker_id: str, audio_time: float) -> None:
+        if self.phase is StreamPhase.OPEN:
+            self._start(self.core.pause(speaker_id, audio_time))
+
+    def flush(self, speaker_id: str | None = None, audio_time: float | None = None) -> None:
+        if (speaker_id is None) != (audio_time is None):
+            raise ValueError("flush takes a speaker and the time their speech ended, or neither")
+        if self.phase is not StreamPhase.OPEN:
+            return
+        if speaker_id is None or audio_time is None:
+            self._start(self.core.flush())
+        else:
+            self._start(self.core.end_speech(speaker_id, audio_time))
+
+    def end_input(self) -> None:
+        if self.phase is not StreamPhase.OPEN:
+            return
+        self._start(self.core.flush())
+        self.phase = StreamPhase.ENDING
+        self._maybe_finish()
+
+    def remove_speaker(self, speaker_id: str) -> None:
+        self.core.remove_speaker(speaker_id)
+
+    # --- output -----------------------------------------------------------------------------------
+
+    def __aiter__(self) -> RedecodeStream:
+        return self
+
+    async def __anext__(self) -> RecognitionEvent:
+        event = await self._events.get()
+        if event is None:
+            self._events.put_nowait(None)  # every later call ends too
+            raise StopAsyncIteration
+        return event
+
+    def _emit(self, event: Event) -> None:
+        self._events.put_nowait(event)  # type: ignore[arg-type]  # the core emits only RecognitionEvents
+
+    def _maybe_finish(self) -> None:
+        if self.phase is StreamPhase.ENDING and not self._tasks:
+            self._done()
+
+    async def aclose(self) -> None:
+        """Stop: wait (bounded) for decodes in flight, discard what got no final (idempotent)."""
+        if self.phase in (StreamPhase.CLOSING, StreamPhase.DONE):
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+            return
+        self.phase = StreamPhase.CLOSING
+        self.core.closed = True
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.close_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        self.core.discard_open("closed")
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)  # a decode still running finishes on its own
+        self._done()  # after the discards: they are the stream's last events
+
+    def _done(self) -> None:
+        self.phase = StreamPhase.DONE
+        self._events.put_nowait(None)
+
+    # --- decodes ----------------------------------------------------------------------------------
+
+    def _start(self, jobs: list[DecodeJob]) -> None:
+        if self.core.batching and jobs:
+            self.core.batch_running = True
+            self._spawn(self._decode_batch(jobs), f"stt-batch-{len(jobs)}")
+            return
+        for job in jobs:
+            self._spawn(self._decode(job), f"stt-{job.utterance_id}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._maybe_finish()
+
+    async def _decode_batch(self, jobs: list[DecodeJob]) -> None:
+        """One batch: every decode in it applied, then what falls due scheduled once."""
+        results: list[Hypothesis | BaseException]
+        try:
+            results = list(
+                await asyncio.get_running_loop().run_in_executor(self._decoder(), self._run_batch, jobs)
+            )
+        except asyncio.CancelledError:
+            self.core.batch_running = False
+            for job in jobs:
+                self.core.release(job)
+            raise
+        except Exception as exc:  # the provider failed the whole batch: each decode reports it
+            results = [exc] * len(jobs)
+        self.core.batch_running = False
+        self._start(self.core.complete_all(list(zip(jobs, results, strict=True))))
+
+    async def _decode(self, job: DecodeJob) -> None:
+        result: Hypothesis | BaseException
+        try:
+            decode = functools.partial(self._stt.transcribe, job.samples, final=job.final)
+            result = await asyncio.get_running_loop().run_in_executor(self._decoder(), decode)
+        except asyncio.CancelledError:
+            self.core.release(job)  # closing: the thread finishes on its own and its result is dropped
+            raise
+        except Exception as exc:  # a provider failure is reported as an event, never fatal
+            result = exc
+        self._start(self.core.complete(job, result))
+
+    def _run_batch(self, jobs: list[DecodeJob]) -> list[Hypothesis | Exception]:
+        """Decode thread: one decode alone as usual, several in one batch."""
+        if len(jobs) == 1:
+            try:
+                return [self._stt.transcribe(jobs[0].samples, final=jobs[0].final)]
+            except Exception as exc:
+                return [exc]
+        return self._stt.transcribe_batch([(job.samples, job.final) for job in jobs])
+
+    def _decoder(self) -> ThreadPoolExecutor:
+        """The decode threads (created on first use), below the audio plane: at normal priority where
+        the audio threads could be raised, else lowered themselves (openab_voice/priority.py)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.settings.max_concurrent_decodes,
+                thread_name_prefix="stt-decode",
+                initializer=None if audio_boost_available() else lower_current_thread,
+            )
+        return self._executor
