@@ -129,6 +129,7 @@ class RedecodeCore:
             if frame.speech_probability < self.settings.speculate_below:
                 if utt.quiet_since is None:
                     utt.quiet_since = audio.timestamp
+                self._announce_if_due(utt)
             elif utt.quiet_since is not None:
                 utt.quiet_since = None  # speech again: a speculative final is stale
                 self._report.withdraw(utt)
@@ -171,6 +172,7 @@ class RedecodeCore:
         if utt.audio_end < audio_time - _END_TOLERANCE_S:
             return []  # frames up to the pause are still on their way
         utt.paused_quiet = utt.quiet_since
+        self._announce_if_due(utt)
         return self._schedule()
 
     def complete(self, job: DecodeJob, result: Hypothesis | BaseException) -> list[DecodeJob]:
@@ -191,8 +193,7 @@ class RedecodeCore:
             # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
             if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
                 utt.spec = result
-                if self._is_open(utt):
-                    self._report.speculative(utt, result)
+                self._announce_if_due(utt)
         elif not utt.concluded:
             if isinstance(result, BaseException):
                 self._report.failed(job, result)
@@ -346,18 +347,33 @@ class RedecodeCore:
         return self._job(speaker.finishing.popleft(), final=True)
 
     def _next_speculative(self) -> DecodeJob | None:
-        after = self.settings.speculate_after_ms / 1000.0
-        if after <= 0:
+        """The speculative final of a quiet run, decoded as soon as the decoder would otherwise run
+        a partial there (the same audio: every word before the quiet), or once the quiet is long
+        enough to announce, whichever comes first. Its announcement waits for the latter
+        (:meth:`_announce_if_due`); a final and the answer prepared on it are then a decode earlier."""
+        if self.settings.speculate_after_ms <= 0:
             return None
         for speaker in self._speakers.values():
             utt = speaker.current
             if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is None:
                 continue
-            due = utt.audio_end - utt.quiet_since >= after or utt.paused_quiet == utt.quiet_since
+            due = self._spec_due(utt) or (self._streaming and self._partial_wait(utt) is not None)
             if utt.spec_quiet != utt.quiet_since and due:
                 utt.spec_quiet, utt.spec = utt.quiet_since, None
                 return self._job(utt, final=True, speculative=True)
         return None
+
+    def _spec_due(self, utt: Utterance) -> bool:
+        """The quiet run has lasted ``speculate_after_ms``, or the capture paused in it."""
+        assert utt.quiet_since is not None
+        after = self.settings.speculate_after_ms / 1000.0
+        return utt.audio_end - utt.quiet_since >= after or utt.paused_quiet == utt.quiet_since
+
+    def _announce_if_due(self, utt: Utterance) -> None:
+        """Announce the quiet run's speculative final once it is decoded and the run long enough."""
+        if utt.speculated and not utt.spec_announced and self._is_open(utt) and self._spec_due(utt):
+            assert utt.spec is not None
+            self._report.speculative(utt, utt.spec)
 
     def _next_partial(self) -> DecodeJob | None:
         if not self._streaming:
@@ -369,10 +385,9 @@ class RedecodeCore:
             if utt is None or speaker.busy or speaker.finishing or utt.speculated:
                 continue  # a speculated pause has no new speech: its final is already decoded
             if speculating and utt.quiet_since is not None:
-                # Quiet since the last speech: a partial now would decode the same words as the
-                # speculative final due within ``speculate_after_ms``, and hold the decoder past
-                # the moment it falls due (the answer waits on that one). Speech again, and the
-                # partial is due at once.
+                # Quiet since the last speech: what a partial would decode is the speculative final
+                # (see _next_speculative), and a partial would hold the decoder past the moment that
+                # falls due. Speech again, and the partial is due at once.
                 continue
             waited = self._partial_wait(utt)
             if waited is not None and waited > waited_most:

@@ -523,25 +523,31 @@ def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_
     assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
 
 
-def test_no_partial_starts_in_the_quiet_before_a_speculation_falls_due() -> None:
-    # Partials due every frame: before the rule, the first quiet frame started one, and the
-    # speculative final (the answer's start) waited for it to finish.
+def test_a_decode_due_in_a_quiet_run_is_its_speculative_final_announced_once_the_run_is_long() -> None:
+    # Partials due every frame. Before, the first quiet frame started a partial and the speculative
+    # final waited behind it; now that decode is the speculative final (the same audio), and the
+    # announcement still waits for speculate_after_ms of quiet.
     settings = TranscriberSettings(
         speculate_after_ms=150, partial_interval_ms=20, initial_partial_interval_ms=20
     )
     stt = ScriptedStt(words_by_length("what time is it"))
     rig = Rig(stt, settings)
     rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0))
+    partials = len([c for c in stt.calls if not c[1]])
     rig.hold = True
-    rig.feed(hangover("alice", 101.2, 0.14))  # quiet, speculation not yet due: nothing decodes
-    assert not rig.held
-    rig.feed(hangover("alice", 101.34, 0.02))
+    rig.feed(hangover("alice", 101.2, 0.02))  # the first quiet frame
     (job,) = rig.held
     assert job.speculative and job.final
     rig.hold = False
     rig.run_jobs([rig.held.pop()])
+    assert not rig.of(TranscriptSpeculative)  # decoded, not yet announced
+    rig.feed(hangover("alice", 101.22, 0.12))
+    assert not rig.of(TranscriptSpeculative)
+    assert len([c for c in stt.calls if not c[1]]) == partials  # no partial in the quiet run
+    rig.feed(hangover("alice", 101.34, 0.02))  # 160 ms of quiet: announced, with no second decode
     (early,) = rig.of(TranscriptSpeculative)
     assert isinstance(early, TranscriptSpeculative) and early.text == "what time is it"
+    assert len([c for c in stt.calls if c[1]]) == 1
     calls = len(stt.calls)
     rig.feed([frame("alice", 101.36, speech=True, value=7)])  # speech again: a partial at once
     assert rig.of(SpeculationWithdrawn) and len(stt.calls) == calls + 1 and not stt.calls[-1][1]
