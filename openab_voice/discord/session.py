@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -27,17 +26,15 @@ from openab_voice.bus.events import (
     VoiceConnected,
     VoiceDisconnected,
     VoiceGap,
-    VoiceGapStarted,
 )
 from openab_voice.clock import Clock
+from openab_voice.discord.gaps import GapLog
 from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import VoiceReceiver
-from openab_voice.discord.reconnect import CAUSE_GATEWAY, Recovery
+from openab_voice.discord.reconnect import Recovery
 from openab_voice.discord.voice_client import (
     OP_DAVE_EXECUTE_TRANSITION,
     OP_DAVE_PREPARE_EPOCH,
-    OP_RESUMED,
-    OP_SESSION_DESCRIPTION,
     ReceivingVoiceClient,
     receiving_voice_client,
 )
@@ -52,18 +49,6 @@ log = logging.getLogger(__name__)
 GAP_REASON = "voice_gap"  # SpeechEnded.reason / AudioPipelineStopped.reason of speech cut by a gap
 _REJOIN_ATTEMPTS = 3
 _REJOIN_BACKOFF_S = 0.5
-
-
-@dataclass(slots=True)
-class _Gap:
-    cause: str
-    close_code: int | None
-    recovery: Recovery
-    started_at: float
-    media_interrupted: bool
-    playback_interrupted: bool = False
-    speakers_cut: tuple[str, ...] = ()
-    attempts: int = 1
 
 
 class VoiceSession:
@@ -121,10 +106,8 @@ class VoiceSession:
         self.voice_client: ReceivingVoiceClient | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._gap: _Gap | None = None
-        self._gateway_gap: _Gap | None = None
+        self._gaps = GapLog(bus=bus, clock=clock, session_id=session_id, guild_id=str(channel.guild.id))
         self._rejoin_task: asyncio.Task[None] | None = None
-        self.gaps: list[VoiceGap] = []  # every gap so far, oldest first (``/voice status``, tests)
 
     async def connect(self) -> None:
         channel = self.channel
@@ -166,69 +149,46 @@ class VoiceSession:
 
     # --- the connection's life (VoiceLife; event loop) ---------------------------------------
 
+    @property
+    def gaps(self) -> list[VoiceGap]:
+        """Every gap so far, oldest first (``/voice status``, tests)."""
+        return self._gaps.closed
+
     def voice_lost(self, *, cause: str, close_code: int | None, recovery: Recovery) -> None:
         """The voice connection broke: stop speaking, cut every receive stream, report the gap.
         A second call in the same gap (a refused RESUME) only escalates its recovery."""
         if self._closed:
             return
-        gap = self._gap
+        gap = self._gaps.open(cause, close_code, recovery)
+        if gap is not None and self.playback is not None:
+            # What was sent before the gap is what was heard: the utterance counts as interrupted
+            # at its played position (only heard text enters the context).
+            gap.playback_interrupted = self.playback.interrupt() is not None
         new_session = recovery in (Recovery.REJOIN, Recovery.RECONNECT)
-        if gap is None:
-            gap = self._gap = _Gap(cause, close_code, recovery, self._clock.monotonic(), True)
-            if self.playback is not None:
-                # What was sent before the gap is what was heard: the utterance counts as
-                # interrupted at its played position (only heard text enters the context).
-                gap.playback_interrupted = self.playback.interrupt() is not None
-            self._bus.publish(
-                VoiceGapStarted(
-                    at=gap.started_at,
-                    session_id=self.id,
-                    guild_id=str(self.channel.guild.id),
-                    cause=cause,
-                    close_code=close_code,
-                    recovery=recovery.value,
-                    media_interrupted=True,
-                )
-            )
-        elif recovery is not gap.recovery:
-            gap.recovery = recovery
         self.receiver.cut_streams(new_session=new_session, then=self._streams_cut)
 
     def rejoin_needed(self, *, cause: str, close_code: int | None) -> None:
         if self._closed:
             return
-        if self._gap is None or self._gap.recovery is not Recovery.REJOIN:
+        gap = self._gaps.voice
+        if gap is None or gap.recovery is not Recovery.REJOIN:
             self.voice_lost(cause=cause, close_code=close_code, recovery=Recovery.REJOIN)
         if self._rejoin_task is None or self._rejoin_task.done():
             self._rejoin_task = asyncio.get_running_loop().create_task(self._rejoin(), name="voice-rejoin")
 
     def voice_failed(self, reason: str) -> None:
         log.warning("voice connection of %s ended: %s", self.channel.name, reason)
-        self._end_gap(recovered=False)
+        self._gaps.close(recovered=False)
 
     def gateway_lost(self) -> None:
         """The main gateway dropped (discord.py's ``on_disconnect``): voice flows on its own
         connection, so nothing is cut; the gap in control events is reported when it resumes."""
-        if self._closed or self._gateway_gap is not None:
-            return
-        gap = self._gateway_gap = _Gap(CAUSE_GATEWAY, None, Recovery.NONE, self._clock.monotonic(), False)
-        self._bus.publish(
-            VoiceGapStarted(
-                at=gap.started_at,
-                session_id=self.id,
-                guild_id=str(self.channel.guild.id),
-                cause=CAUSE_GATEWAY,
-                close_code=None,
-                recovery=Recovery.NONE.value,
-                media_interrupted=False,
-            )
-        )
+        if not self._closed:
+            self._gaps.open_gateway()
 
     def gateway_resumed(self) -> None:
-        """The main gateway is back (RESUMED, or READY after a new identify)."""
-        gap, self._gateway_gap = self._gateway_gap, None
-        if gap is not None:
-            self._publish_gap(gap, recovered=True)
+        """The main gateway is back (discord.py's ``on_resumed``)."""
+        self._gaps.close_gateway()
 
     def _streams_cut(self, speakers: tuple[str, ...]) -> None:
         """Receive worker thread: the streams' last frames went to the front end; end their speech."""
@@ -236,12 +196,7 @@ class VoiceSession:
         cut = tuple(sorted(set(speakers) | set(ended)))
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._record_cut, cut)
-
-    def _record_cut(self, speakers: tuple[str, ...]) -> None:
-        gap = self._gap
-        if gap is not None:
-            gap.speakers_cut = tuple(sorted(set(gap.speakers_cut) | set(speakers)))
+            loop.call_soon_threadsafe(self._gaps.add_cut, cut)
 
     async def _rejoin(self) -> None:
         """A new voice session: leave the old one (discord.py confirms it), join again."""
@@ -256,8 +211,8 @@ class VoiceSession:
         for attempt in range(1, _REJOIN_ATTEMPTS + 1):
             if self._closed:
                 return
-            if self._gap is not None:
-                self._gap.attempts = attempt
+            if self._gaps.voice is not None:
+                self._gaps.voice.attempts = attempt
             try:
                 vc = await self._open_voice()
             except (TimeoutError, discord.DiscordException, OSError) as exc:
@@ -268,9 +223,9 @@ class VoiceSession:
             if self.playback is not None and self._loop is not None:
                 self.playback.attach(vc, self._loop)
             if vc.dave_ready:
-                self._end_gap(recovered=True)  # else when the DAVE group's transition executes
+                self._gaps.close(recovered=True)  # else when the DAVE group's transition executes
             return
-        self._end_gap(recovered=False)
+        self._gaps.close(recovered=False)
         self._bus.publish(
             VoiceDisconnected(
                 at=self._clock.monotonic(),
@@ -280,31 +235,6 @@ class VoiceSession:
                 reason="lost",
             )
         )
-
-    def _end_gap(self, *, recovered: bool) -> None:
-        gap, self._gap = self._gap, None
-        if gap is not None:
-            self._publish_gap(gap, recovered=recovered)
-
-    def _publish_gap(self, gap: _Gap, *, recovered: bool) -> None:
-        now = self._clock.monotonic()
-        event = VoiceGap(
-            at=now,
-            session_id=self.id,
-            guild_id=str(self.channel.guild.id),
-            cause=gap.cause,
-            close_code=gap.close_code,
-            recovery=gap.recovery.value,
-            started_at=gap.started_at,
-            duration_s=round(now - gap.started_at, 4),
-            recovered=recovered,
-            media_interrupted=gap.media_interrupted,
-            speakers_cut=gap.speakers_cut,
-            playback_interrupted=gap.playback_interrupted,
-            attempts=gap.attempts,
-        )
-        self.gaps.append(event)
-        self._bus.publish(event)
 
     async def say(self, text: str, *, cause: SpeechCause | None = None) -> bool:
         """Speak a status line when the dialogue is on (after what is playing); False otherwise.
@@ -341,9 +271,7 @@ class VoiceSession:
                 self.transcriber.remove_speaker(event.speaker_id)
 
     def _on_voice_op(self, vc: ReceivingVoiceClient, op: int, data: dict[str, Any]) -> None:
-        gap = self._gap
-        if gap is not None and _media_back(gap.recovery, vc, op):
-            self._end_gap(recovered=True)
+        self._gaps.on_voice_op(vc, op)
         if op in (OP_DAVE_EXECUTE_TRANSITION, OP_DAVE_PREPARE_EPOCH):
             session = vc._connection.dave_session
             enabled = vc._connection.dave_protocol_version > 0
@@ -423,13 +351,3 @@ class VoiceSession:
                 reason=reason,
             )
         )
-
-
-def _media_back(recovery: Recovery, vc: ReceivingVoiceClient, op: int) -> bool:
-    """Media flows again: after a RESUME at op 9 (key, SSRCs and DAVE group were kept); on a new
-    session at op 4 with DAVE off, else once a DAVE transition executed with the group's keys (op 22)."""
-    if recovery is Recovery.RESUME:
-        return op == OP_RESUMED
-    if op == OP_SESSION_DESCRIPTION:
-        return vc._connection.dave_protocol_version == 0
-    return op == OP_DAVE_EXECUTE_TRANSITION and vc.dave_ready
