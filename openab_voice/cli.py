@@ -221,7 +221,24 @@ def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
 def _bench_transcribe(args: argparse.Namespace) -> dict[str, Any]:
     from openab_voice.bench.transcribe import run
 
-    return run(speakers=args.speakers, loss=args.loss, seed=args.seed)
+    return run(speakers=args.speakers, loss=0.01 if args.loss is None else args.loss, seed=args.seed)
+
+
+def _bench_soak(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.soak import run
+
+    return run(
+        minutes=args.minutes,
+        sample_s=args.sample_s,
+        warmup_minutes=args.warmup_minutes,
+        resume=args.resume,
+        resume_every_s=args.resume_every_s,
+        churn_every_s=args.churn_every_s,
+        loss=0.02 if args.loss is None else args.loss,
+        jitter_ms=args.jitter_ms,
+        seed=args.seed,
+        out=args.out,
+    )
 
 
 def _bench_memory(args: argparse.Namespace) -> dict[str, Any]:
@@ -243,6 +260,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "receive": _bench_receive,
     "frontend": _bench_frontend,
     "memory": _bench_memory,
+    "soak": _bench_soak,
     "stt": _bench_stt,
     "transcribe": _bench_transcribe,
     "transcript": _bench_transcript,
@@ -332,8 +350,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--load", type=_non_negative, default=0, help="busy-loop processes beside the run (each takes a core)"
     )
-    p.add_argument("--loss", type=float, default=0.01, help="transcribe: packet loss probability")
-    p.add_argument("--seed", type=int, default=0, help="transcribe: emulator seed")
+    p.add_argument(
+        "--loss", type=float, default=None, help="transcribe / soak: packet loss probability (0.01 / 0.02)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="transcribe / soak: emulator seed")
+    p.add_argument("--minutes", type=float, default=30.0, help="soak: how long the call lasts")
+    p.add_argument("--sample-s", type=float, default=60.0, help="soak: seconds between samples")
+    p.add_argument(
+        "--warmup-minutes",
+        type=float,
+        default=5.0,
+        help="soak: RSS growth is measured after this (or half the run)",
+    )
+    p.add_argument(
+        "--resume",
+        choices=("4015", "4006", "move", "none"),
+        default="4015",
+        help="soak: the forced voice event (close 4015 / 4006, a voice server move, or none)",
+    )
+    p.add_argument("--resume-every-s", type=float, default=300.0, help="soak: seconds between forced events")
+    p.add_argument(
+        "--churn-every-s", type=float, default=60.0, help="soak: a member joins and leaves this often"
+    )
+    p.add_argument("--jitter-ms", type=float, default=20.0, help="soak: per-packet jitter")
+    p.add_argument("--out", type=Path, default=None, help="soak: also write the JSON here after every sample")
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")

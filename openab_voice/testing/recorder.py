@@ -25,6 +25,10 @@ class Recorder:
         offset = max(0, round((frame.timestamp - self.origin) * DISCORD_RATE))
         self._chunks.setdefault(frame.speaker_id, []).append((offset, frame.pcm))
 
+    def clear(self) -> None:
+        """Forget everything recorded so far (a long run that keeps only counters, e.g. the soak)."""
+        self._chunks.clear()
+
     async def consume(self, frames: AsyncIterator[AudioFrame]) -> None:
         async for frame in frames:
             self.add(frame)

@@ -57,6 +57,11 @@ class BotAudioSink:
         self.late_packets = 0
         self.last_audio_at: float | None = None
 
+    def forget_pcm(self) -> None:
+        """Drop the decoded audio kept for :meth:`pcm` (counters, ``ms`` and the room's recent
+        timeline stay): a long run that does not read it back, e.g. the soak."""
+        self._chunks.clear()
+
     def pcm(self) -> bytes:
         """Everything decoded so far: interleaved 48 kHz stereo s16le."""
         return b"".join(self._chunks)
