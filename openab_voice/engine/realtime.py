@@ -39,9 +39,6 @@ from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.context import UserUtterance
 from openab_voice.engine.duplex import (
-    DISCORD_PCM,
-    AudioFormat,
-    DialogueMode,
     DuplexVoiceEngine,
     EngineBinding,
     EngineCapabilities,
@@ -51,7 +48,14 @@ from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, Pr
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.realtime_audio import TurnAudio
 from openab_voice.engine.realtime_response import REALTIME_TOOLS, RealtimeResponse
-from openab_voice.engine.response import ToolPath
+from openab_voice.engine.realtime_session import (
+    NoLink,
+    RealtimeSettings,
+    realtime_capabilities,
+    response_id_of,
+    session_config,
+)
+from openab_voice.engine.response import ResponseError, ToolPath
 from openab_voice.engine.state import (
     DiscardResponse,
     InterruptResponse,
@@ -64,7 +68,6 @@ from openab_voice.engine.state import (
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.errors import OpenabError
 from openab_voice.providers.realtime_openai import (
-    DEFAULT_VOICE,
     PROVIDER_RATE,
     RealtimeConnector,
     RealtimeLink,
@@ -81,41 +84,6 @@ __all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_capabilities", "realt
 log = logging.getLogger(__name__)
 
 _APPEND_BYTES = 24_000 * 2  # one second of 24 kHz s16le per input_audio_buffer.append
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RealtimeSettings:
-    """How the realtime engine runs.
-
-    Attributes:
-        voice: the provider's voice (``OPENAI_REALTIME_VOICE``).
-        reconnect_initial_s: the first wait before reconnecting; doubled per failure ...
-        reconnect_max_s: ... up to this bound (it keeps trying while the call lasts).
-        capture_window_s: each speaker's processed capture kept for the turn being decided.
-        lead_in_s: audio taken before the VAD's start of speech (its onset is a little late).
-    """
-
-    voice: str = DEFAULT_VOICE
-    reconnect_initial_s: float = 0.5
-    reconnect_max_s: float = 8.0
-    capture_window_s: float = 30.0
-    lead_in_s: float = 0.1
-
-
-def session_config(*, instructions: str, voice: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``session`` of our ``session.update``: audio in and out at 24 kHz, turn detection off."""
-    pcm = {"type": "audio/pcm", "rate": PROVIDER_RATE}
-    return {
-        "type": "realtime",
-        "instructions": instructions,
-        "output_modalities": ["audio"],
-        "audio": {
-            "input": {"format": pcm, "turn_detection": None},
-            "output": {"format": pcm, "voice": voice},
-        },
-        "tools": tools,
-        "tool_choice": "auto",
-    }
 
 
 @dataclass(slots=True)
@@ -296,7 +264,7 @@ class RealtimeEngine:
         self, link: RealtimeLink | None, handle: SpeechHandle, prepared: PreparedResponse
     ) -> RealtimeResponse:
         return RealtimeResponse(
-            link=link if link is not None else _NoLink(),
+            link=link if link is not None else NoLink(),
             handle=handle,
             prepared=prepared,
             output=self._output,
@@ -317,7 +285,10 @@ class RealtimeEngine:
             await response.stream()
             uid = handle.utterance_id
             position = None if uid is None else await asyncio.shield(self._output.finish(uid))
-        except OpenabError as err:
+        except Exception as exc:  # CancelledError is not an Exception: a cut still propagates
+            err = (
+                exc if isinstance(exc, OpenabError) else ResponseError(f"realtime: {exc!r}", stage="realtime")
+            )
             if self._active is active and not self._owed:  # a lost session is reported once, as such
                 self._b.report(
                     ResponseFailed(
@@ -448,23 +419,15 @@ class RealtimeEngine:
         delay = self._settings.reconnect_initial_s
         while not self._closed:
             try:
-                link = await self._connector.connect()
+                link = await self._session()
             except OpenabError as exc:
                 if not self._down(exc):
                     return
                 await self._b.clock.sleep(delay)
                 delay = min(delay * 2, self._settings.reconnect_max_s)
                 continue
-            try:
-                await greeted(link, model=self._model)
-                await self._seed(link)
-            except OpenabError as exc:
-                await link.close()
-                if not self._down(exc):
-                    return
-                await self._b.clock.sleep(delay)
-                delay = min(delay * 2, self._settings.reconnect_max_s)
-                continue
+            self._stale.clear()  # a fresh session: no response of the old one can arrive here
+            self._orphans = 0
             self._link = link
             if self._owed:
                 self._owed = False
@@ -480,6 +443,28 @@ class RealtimeEngine:
             delay = self._settings.reconnect_initial_s
             if not self._down(error):
                 return
+
+    async def _session(self) -> RealtimeLink:
+        """A fresh provider session, greeted and seeded (closed again when that fails).
+
+        Raises:
+            OpenabError: why there is none (anything unexpected counts as a lost connection).
+        """
+        try:
+            link = await self._connector.connect()
+        except OpenabError:
+            raise
+        except Exception as exc:
+            raise connection_error(exc, model=self._model) from exc
+        try:
+            await greeted(link, model=self._model)
+            await self._seed(link)
+        except BaseException as exc:
+            await link.close()
+            if isinstance(exc, Exception) and not isinstance(exc, OpenabError):
+                raise connection_error(exc, model=self._model) from exc
+            raise
+        return link
 
     def _down(self, error: OpenabError) -> bool:
         """The session is gone (or never came): report it; False when it must not be retried."""
@@ -530,8 +515,8 @@ class RealtimeEngine:
                 failure = self._route(event)
                 if failure is not None:
                     return failure
-        except OpenabError as exc:
-            return exc
+        except Exception as exc:  # anything unexpected ends this session; a fresh one follows
+            return connection_error(exc, model=self._model)
         return connection_error(ConnectionError("the provider closed the session"), model=self._model)
 
     def _route(self, event: RealtimeServerEvent) -> OpenabError | None:
@@ -560,7 +545,7 @@ class RealtimeEngine:
         if kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"):
             self.advisory.append(kind)  # turn detection is ours: advisory only
             return None
-        rid = _response_id(event)
+        rid = response_id_of(event)
         if rid is None:
             return None  # session, conversation and rate-limit events: nothing to do
         if kind == "response.created" and self._orphans:
@@ -600,50 +585,6 @@ class RealtimeEngine:
                 turn_id=turn_id,
             )
         )
-
-
-def _response_id(event: RealtimeServerEvent) -> str | None:
-    """The provider response an event belongs to (None: not a response's event)."""
-    if event.type in ("response.created", "response.done"):
-        return getattr(getattr(event, "response", None), "id", None) or ""
-    rid = getattr(event, "response_id", None)
-    return rid if isinstance(rid, str) else None
-
-
-class _NoLink:
-    """Stands in for the session of a response that could not start (it never sends)."""
-
-    async def send(self, event: Any) -> None:
-        raise connection_error(ConnectionError("no provider session"), model="?")
-
-    async def events(self) -> AsyncIterator[RealtimeServerEvent]:
-        return
-        yield
-
-    async def close(self) -> None:
-        return
-
-
-def realtime_capabilities(mode: DialogueMode) -> EngineCapabilities:
-    """What the realtime engine does: streaming both ways, interruption in full duplex, semantic
-    tools; its speech is the model's own (captions are its transcript, not exact output)."""
-    duplex = mode is DialogueMode.FULL_DUPLEX
-    mono24 = AudioFormat(rate=PROVIDER_RATE, channels=1)
-    return EngineCapabilities(
-        mode=mode,
-        streaming_input=True,
-        partials=True,
-        streaming_output=True,
-        tts_streaming=True,
-        interruption=duplex,
-        semantic_tools=True,
-        full_duplex=duplex,
-        engine="realtime",
-        exact_speech_output=False,
-        output_format=DISCORD_PCM,
-        provider_input_format=mono24,
-        provider_output_format=mono24,
-    )
 
 
 def realtime_engine(
