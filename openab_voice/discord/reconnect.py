@@ -57,6 +57,16 @@ CLOSE_RATE_LIMITED: Final = 4021
 CLOSE_CALL_TERMINATED: Final = 4022
 
 
+# Flow states in which a VOICE_SERVER_UPDATE is the handshake's own (discord.py voice_state.py).
+_HANDSHAKE_STATES = frozenset(
+    {
+        ConnectionFlowState.disconnected,
+        ConnectionFlowState.set_guild_voice_state,
+        ConnectionFlowState.got_voice_state_update,
+    }
+)
+
+
 class Recovery(StrEnum):
     """How a broken voice connection is brought back."""
 
@@ -146,9 +156,14 @@ class SupervisedConnectionState(VoiceConnectionState):
 
     async def voice_server_update(self, data: Any) -> None:
         """A VOICE_SERVER_UPDATE while connected is a move: discord.py closes the socket with 4014
-        and identifies at the new endpoint; the gap starts now."""
-        if self.state is ConnectionFlowState.connected and data.get("token") and data.get("endpoint"):
+        and identifies at the new endpoint; the gap starts now. One with a new token while a RESUME
+        is under way makes discord.py start over at the new server (``soft_disconnect`` and
+        ``connect``, which cancels this poller): the open gap's recovery becomes that reconnect."""
+        fresh = bool(data.get("token") and data.get("endpoint"))
+        if fresh and self.state is ConnectionFlowState.connected:
             self._moving = True
+            self._lost(CAUSE_SERVER_MOVE, None, Recovery.RECONNECT)
+        elif fresh and self.state not in _HANDSHAKE_STATES and data.get("token") != self.token:
             self._lost(CAUSE_SERVER_MOVE, None, Recovery.RECONNECT)
         await super().voice_server_update(data)
 
