@@ -102,6 +102,17 @@ def recovery_for(code: int | None) -> Decision:
     return Decision(CAUSE_SESSION_INVALID, Recovery.REJOIN)
 
 
+def moved(state: ConnectionFlowState, token: str | None, data: Any) -> bool:
+    """Whether a VOICE_SERVER_UPDATE (``data``) in flow ``state`` moves the call away from the
+    session the bot holds: any complete update while connected, one with a new token after the
+    handshake began (a RESUME under way); never the handshake's own."""
+    if not (data.get("token") and data.get("endpoint")):
+        return False  # "awaiting endpoint": discord.py waits for the next one
+    if state is ConnectionFlowState.connected:
+        return True
+    return state not in _HANDSHAKE_STATES and data.get("token") != token
+
+
 class VoiceLife(Protocol):
     """What the voice session learns from its connection; called on the event loop."""
 
@@ -159,11 +170,8 @@ class SupervisedConnectionState(VoiceConnectionState):
         and identifies at the new endpoint; the gap starts now. One with a new token while a RESUME
         is under way makes discord.py start over at the new server (``soft_disconnect`` and
         ``connect``, which cancels this poller): the open gap's recovery becomes that reconnect."""
-        fresh = bool(data.get("token") and data.get("endpoint"))
-        if fresh and self.state is ConnectionFlowState.connected:
-            self._moving = True
-            self._lost(CAUSE_SERVER_MOVE, None, Recovery.RECONNECT)
-        elif fresh and self.state not in _HANDSHAKE_STATES and data.get("token") != self.token:
+        if moved(self.state, self.token, data):
+            self._moving = self.state is ConnectionFlowState.connected
             self._lost(CAUSE_SERVER_MOVE, None, Recovery.RECONNECT)
         await super().voice_server_update(data)
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 import davey
 import pytest
+from discord.voice_state import ConnectionFlowState
 
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.bench.receive import RtpSender, opus_tone
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
 from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
-from openab_voice.discord.reconnect import Recovery, recovery_for
+from openab_voice.discord.reconnect import Recovery, moved, recovery_for
 from openab_voice.discord.transport import XCHACHA, cipher_for
 from openab_voice.discord.voice_client import DAVE_MAGIC, _TransportOnly
 from openab_voice.testing.emulator.mls import DaveGroup
@@ -189,3 +190,20 @@ async def test_held_frames_are_bounded_and_counted(rig: Rig) -> None:
     await rig.receiver.sync()
     assert rig.receiver.snapshot()["speakers"][ALICE]["dropped"] == {"dave_not_ready": 54}
     assert rig.frames == []
+
+
+@pytest.mark.parametrize(
+    ("state", "token", "is_move"),
+    [
+        (ConnectionFlowState.connected, "t1", True),  # mid-call: a move, even with the same token
+        (ConnectionFlowState.websocket_connected, "t1", False),  # a repeat during a RESUME
+        (ConnectionFlowState.websocket_connected, "t0", True),  # a new server during a RESUME
+        (ConnectionFlowState.got_voice_state_update, "t0", False),  # the handshake's own update
+        (ConnectionFlowState.set_guild_voice_state, "t0", False),
+        (ConnectionFlowState.disconnected, "t0", False),
+    ],
+)
+def test_which_server_updates_move_the_call(state: ConnectionFlowState, token: str, is_move: bool) -> None:
+    update = {"token": "t1", "endpoint": "127.0.0.1:1", "guild_id": "1"}
+    assert moved(state, token, update) is is_move
+    assert not moved(state, token, {**update, "endpoint": None})  # "awaiting endpoint"
