@@ -33,7 +33,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
@@ -47,20 +47,18 @@ from openab_voice.engine.duplex import (
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, ProviderTruncated
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.realtime_audio import TurnAudio
-from openab_voice.engine.realtime_response import REALTIME_TOOLS, RealtimeResponse
+from openab_voice.engine.realtime_provider import ProviderSession
+from openab_voice.engine.realtime_response import RealtimeResponse
 from openab_voice.engine.realtime_session import (
     NoLink,
     RealtimeSettings,
     realtime_capabilities,
-    response_id_of,
     session_config,
 )
 from openab_voice.engine.response import ResponseError, ToolPath
 from openab_voice.engine.state import (
     DiscardResponse,
     InterruptResponse,
-    ProviderLost,
-    Recovered,
     ResponseFailed,
     ResponseFinished,
     StartResponse,
@@ -72,12 +70,10 @@ from openab_voice.providers.realtime_openai import (
     RealtimeConnector,
     RealtimeLink,
     connection_error,
-    greeted,
-    server_error,
 )
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
-    from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
+    from openai.types.realtime import RealtimeServerEvent
 
 __all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_capabilities", "realtime_engine", "session_config"]
 
@@ -119,24 +115,18 @@ class RealtimeEngine:
         settings: RealtimeSettings | None = None,
     ) -> None:
         self._b = binding
-        self._connector = connector
         self._output = output
         self._tools = tools
         self._capture = capture
         self._settings = settings or RealtimeSettings()
         self._audio = TurnAudio(window_s=self._settings.capture_window_s)
-        self._link: RealtimeLink | None = None
-        self._owed = False  # ProviderLost was reported: Recovered is owed once a session is up
         self._active: _Active | None = None
-        self._stale: set[str] = set()  # provider response ids whose events are dropped
-        self._orphans = 0  # cancelled before their response.created arrived
         self._tasks: set[asyncio.Task[None]] = set()
         self._opened = False
         self._closed = False
-        self.failure: OpenabError | None = None
-        """A failure that is not retried (auth, unknown model): the engine stays down."""
-        self.advisory: list[str] = []
-        """The provider's own speech events, kept for inspection; never acted on."""
+        self._session = ProviderSession(
+            binding=binding, connector=connector, tools=tools, settings=self._settings, route=self
+        )
         self._capabilities = realtime_capabilities(binding.settings.mode)
 
     # --- the seam ------------------------------------------------------------------------------
@@ -151,12 +141,17 @@ class RealtimeEngine:
 
     @property
     def ready(self) -> bool:
-        return self._link is not None and not self._closed
+        return self._session.link is not None and not self._closed
 
     @property
-    def link(self) -> RealtimeLink | None:
-        """The provider session now (None while down)."""
-        return self._link
+    def failure(self) -> OpenabError | None:
+        """A failure that is not retried (auth, unknown model): the engine stays down."""
+        return self._session.failure
+
+    @property
+    def advisory(self) -> list[str]:
+        """The provider's own speech events, kept for inspection; never acted on."""
+        return self._session.advisory
 
     async def open(self) -> None:
         """Start capturing and connect (in the background; a failure reports ``ProviderLost``)."""
@@ -165,11 +160,11 @@ class RealtimeEngine:
         self._opened = True
         if self._capture is not None:
             self._spawn(self._capture_loop(self._capture()), "realtime-capture")
-        self._spawn(self._connection_loop(), "realtime-connection")
+        self._spawn(self._session.run(), "realtime-connection")
 
     def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
         handle = SpeechHandle(response_id=effect.response_id, turn_id=effect.turn_id, output=self._output)
-        link = self._link
+        link = self._session.link
         if link is None:
             err = self.failure or connection_error(ConnectionError("no provider session"), model=self._model)
             self._active = _Active(response=self._response(link, handle, prepared), user=prepared.user)
@@ -226,7 +221,7 @@ class RealtimeEngine:
         if active is not None:
             handle = active.response.handle
             played_ms = handle.interrupt()
-            if self._link is not None and self._link is active.response.link:
+            if self._session.link is not None and self._session.link is active.response.link:
                 await self._cut(active.response, played_ms, barge_in_at=None)
             await handle.wait_closed(self._b.clock, self._b.settings.cancel_timeout_s)
             self._settle(active, discard=True)
@@ -250,15 +245,13 @@ class RealtimeEngine:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        link, self._link = self._link, None
-        if link is not None:
-            await link.close()
+        await self._session.close()
 
     # --- one response --------------------------------------------------------------------------
 
     @property
     def _model(self) -> str:
-        return self._connector.model
+        return self._session.model
 
     def _response(
         self, link: RealtimeLink | None, handle: SpeechHandle, prepared: PreparedResponse
@@ -275,6 +268,7 @@ class RealtimeEngine:
             session_id=self._b.session_id,
             max_tool_rounds=self._b.settings.max_tool_rounds,
             model=self._model,
+            preroll_ms=self._settings.preroll_ms,
         )
 
     async def _respond(self, active: _Active) -> None:
@@ -289,7 +283,7 @@ class RealtimeEngine:
             err = (
                 exc if isinstance(exc, OpenabError) else ResponseError(f"realtime: {exc!r}", stage="realtime")
             )
-            if self._active is active and not self._owed:  # a lost session is reported once, as such
+            if self._active is active and not self._session.lost:  # a lost session is reported once, as such
                 self._b.report(
                     ResponseFailed(
                         response_id=handle.response_id,
@@ -349,13 +343,11 @@ class RealtimeEngine:
         link = response.link
         if response.in_flight:
             response.in_flight = False
-            if response.provider_ids:
-                self._stale.add(response.provider_ids[-1])
-            else:
-                self._orphans += 1
+            self._session.forget(response.provider_ids, created=bool(response.provider_ids))
             with contextlib.suppress(OpenabError):
                 await link.send({"type": "response.cancel"})
-        self._stale.update(response.provider_ids)
+        else:
+            self._session.forget(response.provider_ids, created=True)
         for item_id, audio_end_ms in response.truncations(played_ms):
             try:
                 await link.send(
@@ -413,150 +405,15 @@ class RealtimeEngine:
             )
         )
 
-    # --- the provider session ------------------------------------------------------------------
+    # --- the provider session's response events -------------------------------------------------
 
-    async def _connection_loop(self) -> None:
-        delay = self._settings.reconnect_initial_s
-        while not self._closed:
-            try:
-                link = await self._session()
-            except OpenabError as exc:
-                if not self._down(exc):
-                    return
-                await self._b.clock.sleep(delay)
-                delay = min(delay * 2, self._settings.reconnect_max_s)
-                continue
-            self._stale.clear()  # a fresh session: no response of the old one can arrive here
-            self._orphans = 0
-            self._link = link
-            if self._owed:
-                self._owed = False
-                self._b.report(Recovered())
-            try:
-                error = await self._read(link)
-            finally:
-                if self._link is link:
-                    self._link = None
-                await link.close()
-            if self._closed:
-                return
-            delay = self._settings.reconnect_initial_s
-            if not self._down(error):
-                return
-
-    async def _session(self) -> RealtimeLink:
-        """A fresh provider session, greeted and seeded (closed again when that fails).
-
-        Raises:
-            OpenabError: why there is none (anything unexpected counts as a lost connection).
-        """
-        try:
-            link = await self._connector.connect()
-        except OpenabError:
-            raise
-        except Exception as exc:
-            raise connection_error(exc, model=self._model) from exc
-        try:
-            await greeted(link, model=self._model)
-            await self._seed(link)
-        except BaseException as exc:
-            await link.close()
-            if isinstance(exc, Exception) and not isinstance(exc, OpenabError):
-                raise connection_error(exc, model=self._model) from exc
-            raise
-        return link
-
-    def _down(self, error: OpenabError) -> bool:
-        """The session is gone (or never came): report it; False when it must not be retried."""
-        log.warning("realtime session down: %s", error)
-        if not self._owed:
-            self._owed = True
-            self._b.report(ProviderLost(code=error.code, message=error.message, retryable=error.retryable))
-        self._b.bus.publish(
-            ErrorRaised(
-                at=self._now(),
-                session_id=self._b.session_id,
-                code=error.code,
-                message=error.message,
-                retryable=error.retryable,
-                details={"engine": "realtime", "model": self._model},
-            )
-        )
-        if not error.retryable:
-            self.failure = error
-            return False
-        return True
-
-    async def _seed(self, link: RealtimeLink) -> None:
-        """``session.update``, then our heard-only history as items (a fresh session knows nothing)."""
-        tools = [
-            {"type": "function", "name": s.name, "description": s.description, "parameters": s.parameters}
-            for s in self._tools.specs()
-            if s.name in REALTIME_TOOLS
-        ]
-        messages = self._b.context.messages()
-        instructions = messages[0].content if messages else self._b.settings.system_prompt
-        config = session_config(instructions=instructions, voice=self._settings.voice, tools=tools)
-        await link.send({"type": "session.update", "session": config})  # type: ignore[typeddict-item]
-        for message in messages[1:]:
-            kind = "output_text" if message.role == "assistant" else "input_text"
-            role = message.role if message.role in ("user", "assistant", "system") else "system"
-            item: Any = {
-                "type": "message",
-                "role": role,
-                "content": [{"type": kind, "text": message.content}],
-            }
-            await link.send({"type": "conversation.item.create", "item": item})
-
-    async def _read(self, link: RealtimeLink) -> OpenabError:
-        """Route the session's events until it ends; the error it ended with."""
-        try:
-            async for event in link.events():
-                failure = self._route(event)
-                if failure is not None:
-                    return failure
-        except Exception as exc:  # anything unexpected ends this session; a fresh one follows
-            return connection_error(exc, model=self._model)
-        return connection_error(ConnectionError("the provider closed the session"), model=self._model)
-
-    def _route(self, event: RealtimeServerEvent) -> OpenabError | None:
-        """Hand a response's events to it; handle the session's own. An error that ends the session."""
-        kind = event.type
-        if kind == "error":
-            err = cast("RealtimeErrorEvent", event).error
-            mapped = server_error(kind=err.type, code=err.code, message=err.message, model=self._model)
-            if mapped.code in ("REALTIME_AUTH_FAILED", "REALTIME_MODEL_UNKNOWN"):
-                return mapped  # the session cannot be used: down, not retried
-            active = self._active
-            if active is not None and active.response.in_flight:
-                active.response.events.put_nowait(event)
-            else:
-                self._b.bus.publish(
-                    ErrorRaised(
-                        at=self._now(),
-                        session_id=self._b.session_id,
-                        code=mapped.code,
-                        message=mapped.message,
-                        retryable=mapped.retryable,
-                        details={"engine": "realtime"},
-                    )
-                )
-            return None
-        if kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"):
-            self.advisory.append(kind)  # turn detection is ours: advisory only
-            return None
-        rid = response_id_of(event)
-        if rid is None:
-            return None  # session, conversation and rate-limit events: nothing to do
-        if kind == "response.created" and self._orphans:
-            self._orphans -= 1
-            self._stale.add(rid)
-        if rid in self._stale:
-            return None
+    def deliver(self, event: RealtimeServerEvent, *, error: bool = False) -> bool:
+        """Give a response's event to the active response (an error only while one is in flight)."""
         active = self._active
-        if active is not None:
-            active.response.events.put_nowait(event)
-        return None
+        if active is None or (error and not active.response.in_flight):
+            return False
+        active.response.events.put_nowait(event)
+        return True
 
     async def _capture_loop(self, frames: AsyncIterator[ProcessedFrame]) -> None:
         async for processed in frames:

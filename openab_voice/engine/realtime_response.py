@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
@@ -84,6 +85,7 @@ class RealtimeResponse:
         session_id: the voice session.
         max_tool_rounds: tool rounds at most.
         model: for error messages.
+        preroll_ms: audio held before the first frame is played (a jitter buffer).
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class RealtimeResponse:
         session_id: str | None,
         max_tool_rounds: int,
         model: str,
+        preroll_ms: float = 0.0,
     ) -> None:
         self.link = link
         self.handle = handle
@@ -121,6 +124,9 @@ class RealtimeResponse:
         self._open: list[int] = []  # sentences whose audio may still be arriving
         self._frames = 0
         self._first_audio = False
+        self._preroll_bytes = int(preroll_ms / 20.0) * DISCORD_FRAME_BYTES
+        self._held = b""
+        self._rolling = False
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -210,19 +216,28 @@ class RealtimeResponse:
         if item.done:
             return
         item.done = True
-        await self._write(item, item.audio.flush())
+        await self._write(item, item.audio.flush(), last=True)
 
-    async def _write(self, item: AudioItem, pcm: bytes) -> None:
-        if not pcm:
-            return
+    async def _write(self, item: AudioItem, pcm: bytes, *, last: bool = False) -> None:
+        """Account ``pcm`` to the item and its sentence now; play it once the pre-roll is full."""
+        if pcm:
+            if self.handle.utterance_id is None:
+                self.handle.bind_utterance(self._output.begin())
+            frames = frames_for(len(pcm))
+            item.frames += frames
+            self._frames += frames
+            self._pending_frames += frames
+        if not self._rolling:
+            # A provider that streams as fast as it speaks leaves playback nothing in hand: hold the
+            # first ``preroll`` so that a late delta is not a gap (the player restarting on every
+            # underrun also jolts the echo canceller's delay estimate).
+            self._held += pcm
+            if len(self._held) < self._preroll_bytes and not last:
+                return
+            pcm, self._held, self._rolling = self._held, b"", True
         uid = self.handle.utterance_id
-        if uid is None:
-            uid = self._output.begin()
-            self.handle.bind_utterance(uid)
-        frames = frames_for(len(pcm))
-        item.frames += frames
-        self._frames += frames
-        self._pending_frames += frames
+        if not pcm or uid is None:
+            return
         await self._output.write(uid, pcm)
         if not self._first_audio:
             self._first_audio = True

@@ -26,6 +26,9 @@ class RealtimeSettings:
         reconnect_max_s: ... up to this bound (it keeps trying while the call lasts).
         capture_window_s: each speaker's processed capture kept for the turn being decided.
         lead_in_s: audio taken before the VAD's start of speech (its onset is a little late).
+        preroll_ms: the provider's audio held before a response's first frame plays (a jitter buffer
+            against deltas that arrive late; costs that much first-audio latency only with a provider
+            that streams no faster than it speaks).
     """
 
     voice: str = DEFAULT_VOICE
@@ -33,6 +36,7 @@ class RealtimeSettings:
     reconnect_max_s: float = 8.0
     capture_window_s: float = 30.0
     lead_in_s: float = 0.1
+    preroll_ms: float = 100.0
 
 
 def session_config(*, instructions: str, voice: str, tools: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,18 +8,9 @@ import math
 import pytest
 
 from openab_voice.bench import dialogue
+from tests.fakes.realtime_rig import SERVER_RACE
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.timeout(900),
-    # The loopback server's response run leaves a coroutine it raced unawaited when the response is
-    # cancelled before it starts (ResponseRun._race: its pacing or its responder's; reported as the
-    # server's bug, not the engine's).
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <coroutine object (ResponseRun._pace|ScriptedResponder.respond)"
-        ":pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900), SERVER_RACE]
 
 
 def test_one_realtime_trial_measures_the_truncation() -> None:

@@ -36,8 +36,9 @@ from openab_voice.testing.realtime import (
     Turn,
     WhisperListener,
 )
+from tests.fakes.realtime_rig import SERVER_RACE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [SERVER_RACE, pytest.mark.e2e, pytest.mark.timeout(180)]
 
 ALICE = 1001
 KEY = "sk-dialogue"

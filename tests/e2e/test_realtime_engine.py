@@ -48,9 +48,9 @@ from tests.fakes.actions import (
     VOICE_SESSION,
     plane_rig,
 )
-from tests.fakes.realtime_rig import RealtimeRig
+from tests.fakes.realtime_rig import SERVER_RACE, RealtimeRig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [SERVER_RACE, pytest.mark.timeout(60)]
 
 FACTS = SessionFacts(
     guild_id=GUILD,
