@@ -123,6 +123,7 @@ class _Tally:
         self.ring_drops: dict[str, int] = {}
         self.voice: dict[str, int] = {"connected": 0, "disconnected": 0}
         self.other: dict[str, int] = {}  # gap / resume events of the voice session's life, by name
+        self.gaps: list[Event] = []  # VoiceGap: a gap in the voice session, over
         self.drift: list[float] = []  # |skew_ms| of this interval's drift events
         self.realigned = 0
 
@@ -150,6 +151,8 @@ class _Tally:
             case _ if "Gap" in type(event).__name__ or "Resum" in type(event).__name__:
                 name = type(event).__name__
                 self.other[name] = self.other.get(name, 0) + 1
+                if name == "VoiceGap":
+                    self.gaps.append(event)
 
 
 class _Soak:
@@ -355,7 +358,14 @@ class _Soak:
             "loop_lag_ms_p95_max": max((s["p95"] or 0.0 for s in all_lag), default=None),
             "loop_lag_ms_max": max((s["max"] or 0.0 for s in all_lag), default=None),
             "forced_voice_events": [
-                recovery(r, counts.answers_at, self.tally.finals_at) for r in counts.forced
+                recovery(
+                    r,
+                    answers_at=counts.answers_at,
+                    finals_at=self.tally.finals_at,
+                    gaps=self.tally.gaps,
+                    ended_at=min(self.clock.monotonic(), started + self.o["minutes"] * 60.0),
+                )
+                for r in counts.forced
             ],
             "script_notes": list(counts.errors),
         }

@@ -190,14 +190,47 @@ class Script:
             self.counts.errors.append(message)
 
 
-def recovery(record: dict[str, Any], answers_at: list[float], finals_at: list[float]) -> dict[str, Any]:
-    """A forced event's record with what followed it: the first answer's audio and the first final
-    transcript after it (None: never, within the run)."""
+_JUDGE_S = 30.0  # an event this close to the end of the run is reported, not judged
+
+
+def recovery(
+    record: dict[str, Any],
+    *,
+    answers_at: list[float],
+    finals_at: list[float],
+    gaps: list[Any],
+    ended_at: float,
+) -> dict[str, Any]:
+    """A forced event's record with what followed it: the gap the bot reported for it
+    (``VoiceGap``: cause, recovery, duration), the next answer's first audio and the next final
+    transcript after it (None: never, within the run), and whether the call went on."""
     at = float(record["_at"])
     answer = next((t for t in answers_at if t > at), None)
     final = next((t for t in finals_at if t > at), None)
+    gap = next((g for g in gaps if float(getattr(g, "started_at", g.at)) >= at - 1.0), None)
     out = {k: v for k, v in record.items() if not k.startswith("_")}
-    out["bot_audio_after_s"] = None if answer is None else round(answer - at, 2)
-    out["transcript_after_s"] = None if final is None else round(final - at, 2)
-    out["recovered"] = answer is not None and final is not None
+    out["gap"] = (
+        None
+        if gap is None
+        else {
+            name: getattr(gap, name, None)
+            for name in (
+                "cause",
+                "close_code",
+                "recovery",
+                "duration_s",
+                "recovered",
+                "playback_interrupted",
+                "attempts",
+            )
+        }
+    )
+    out["next_answer_audio_after_s"] = None if answer is None else round(answer - at, 2)
+    out["next_transcript_after_s"] = None if final is None else round(final - at, 2)
+    if ended_at - at < _JUDGE_S:
+        out["recovered"] = None
+        out["note"] = f"the run ended {ended_at - at:.0f} s after it: not judged"
+    else:
+        gap_ok = gap is None or bool(getattr(gap, "recovered", True))
+        out["recovered"] = gap_ok and answer is not None and final is not None
     return out
