@@ -8,9 +8,8 @@ import math
 import pytest
 
 from openab_voice.bench import dialogue
-from tests.fakes.realtime_rig import SERVER_RACE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900), SERVER_RACE]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def test_one_realtime_trial_measures_the_truncation() -> None:

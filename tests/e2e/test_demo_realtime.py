@@ -12,9 +12,8 @@ import pytest
 from openab_voice.config import load_settings
 from openab_voice.demo.runner import run_demo
 from openab_voice.demo.scenario import load_scenario
-from tests.fakes.realtime_rig import SERVER_RACE
 
-pytestmark = [SERVER_RACE, pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
 async def test_the_demo_answers_through_the_realtime_engine(tmp_path: Path) -> None:

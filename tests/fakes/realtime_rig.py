@@ -12,8 +12,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
-import pytest
-
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.realtime import RealtimeEngine, RealtimeSettings, realtime_engine
@@ -33,14 +31,6 @@ from openab_voice.testing.realtime.responder import ScriptedReply
 from tests.fakes.dialogue_rig import SESSION, Rig
 
 KEY = "sk-rig"
-
-SERVER_RACE = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <coroutine object (ResponseRun._pace|ScriptedResponder.respond)"
-    ":pytest.PytestUnraisableExceptionWarning"
-)
-"""The loopback server's response run leaves a coroutine it raced unawaited when the response is
-cancelled before it starts (``ResponseRun._race``: its pacing or its responder's). The server's own
-bug, reported; it says nothing about the client under test."""
 
 
 class RealtimeRig(Rig):

@@ -221,6 +221,68 @@ async def test_cancel_mid_response_ends_it_cancelled_with_the_audio_sent(make_se
         assert error.error.code == "response_cancel_not_active"
 
 
+async def until_all(connection: AsyncRealtimeConnection, *kinds: str) -> list[Any]:
+    """Every server event until one of each of ``kinds`` came (or an ``error``)."""
+    events: list[Any] = []
+    waiting = set(kinds)
+    async for event in connection:
+        events.append(event)
+        waiting.discard(event.type)
+        if not waiting or event.type == "error":
+            return events
+    raise AssertionError(f"connection closed before {sorted(waiting)}")
+
+
+@pytest.mark.parametrize("order", ["cancel_then_truncate", "truncate_then_cancel"])
+async def test_a_truncate_sent_with_the_cancel_keeps_exactly_the_audio_played(
+    make_server: Factory, order: str
+) -> None:
+    """A barge-in: the client cancels the response and truncates the item it was still streaming."""
+    clock = FakeClock()  # advanced by hand: the response streams 500 ms, then waits for the cancel
+    answer = "aa bb cc dd ee ff gg hh"  # eight words of 200 ms each: 1,600 ms
+    server = make_server([answer], clock=clock, pacing=Pacing(chunk_ms=125, realtime_factor=1.0))
+    async with server, client(server).realtime.connect(model=MODEL) as connection:
+        await manual_turns(connection)
+        session = server.sessions[0]
+
+        def deltas() -> int:
+            return sum(1 for e in session.sent if e.type == "response.output_audio.delta")
+
+        await connection.response.create()
+        await session.wait_for(lambda: deltas() == 1)
+        for sent in (2, 3, 4):
+            clock.advance(0.125)
+            await session.wait_for(lambda: deltas() == sent)  # noqa: B023
+        item_id = session.responses[0].item_id
+        assert item_id is not None
+        if order == "cancel_then_truncate":
+            await connection.response.cancel()
+            await connection.conversation.item.truncate(item_id=item_id, content_index=0, audio_end_ms=450)
+        else:  # the item is certainly still streaming; what it streams after the cut is not kept
+            await connection.conversation.item.truncate(item_id=item_id, content_index=0, audio_end_ms=450)
+            await session.wait_for(lambda: bool(session.conversation.truncations))
+            clock.advance(0.125)
+            await session.wait_for(lambda: deltas() == 5)
+            await connection.response.cancel()
+        events = await until_all(connection, "conversation.item.truncated", "response.done")
+
+        assert [e for e in events if e.type == "error"] == [] and session.errors_sent == []
+        truncated = next(e for e in events if e.type == "conversation.item.truncated")
+        assert (truncated.item_id, truncated.content_index, truncated.audio_end_ms) == (item_id, 0, 450)
+        (cut,) = session.conversation.truncations
+        assert (cut.audio_ms_before, cut.transcript_before) == (500.0, "aa bb cc")
+        assert cut.transcript_kept == "aa bb"  # the words whose audio ended by 450 ms
+        done = next(e for e in events if e.type == "response.done")
+        assert done.response.status == "cancelled"
+        assert [(o.id, o.status, o.content[0].transcript) for o in done.response.output] == [
+            (item_id, "incomplete", "aa bb")
+        ]
+        held = session.conversation.get(item_id)
+        assert held is not None and held.item.status == "incomplete"
+        assert held.audio == audio_of(session.sent)[: 450 * 24 * 2]  # the first 450 ms sent, no more
+        assert held.item.content[0].transcript == "aa bb"  # type: ignore[union-attr]
+
+
 async def test_truncate_keeps_only_the_audio_and_words_played(make_server: Factory) -> None:
     answer = "aa bb cc dd ee ff gg hh"  # eight words of 200 ms each: 1,600 ms
     replies: list[Any] = [answer, lambda turn: f"heard {len(turn.lines)}"]

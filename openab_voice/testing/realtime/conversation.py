@@ -5,7 +5,8 @@ Each item is the SDK model the server would report (``RealtimeConversationItemUs
 server knows: the PCM of an audio part, and for assistant speech where each word's audio ends.
 ``conversation.item.truncate`` cuts that audio at ``audio_end_ms`` and keeps only the words whose
 audio was fully played, and the cut is recorded (:class:`Truncation`) so a test reads what the
-server kept. (The real API drops the whole transcript of a truncated item; the loopback keeps the
+server kept. An item still streaming (its response being cancelled, as on a barge-in) can be
+truncated too: what its response streams after the cut is not kept. (The real API drops the whole transcript of a truncated item; the loopback keeps the
 heard words, which is what a client's own heard-only context must match.)
 """
 
@@ -46,17 +47,29 @@ class HeldItem:
         audio: 24 kHz mono PCM16 of its audio part (user input or assistant speech), else empty.
         words: assistant speech: every word sent and where its audio ends.
         transcript: user audio: what the server's STT heard (None until transcribed).
+        cut_ms: where a truncation cut its audio (None while untruncated).
     """
 
     item: ConversationItem
     audio: bytes = b""
     words: list[TimedWord] = field(default_factory=list)
     transcript: str | None = None
+    cut_ms: int | None = None
 
     @property
     def id(self) -> str:
         assert self.item.id is not None  # the conversation assigns one on insertion
         return self.item.id
+
+    def add_audio(self, pcm: bytes) -> None:
+        """Append streamed speech; after a truncation nothing past the cut is kept."""
+        if self.cut_ms is None:
+            self.audio += pcm
+
+    def add_word(self, word: TimedWord) -> None:
+        """Append a streamed word; after a truncation only a word heard before the cut is kept."""
+        if self.cut_ms is None or word.end_ms <= self.cut_ms:
+            self.words.append(word)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,10 +173,13 @@ class Conversation:
                 message=f"Audio content of {duration:.0f}ms is already shorter than {audio_end_ms}ms.",
                 param="audio_end_ms",
             )
-        before = item.content[content_index].transcript or ""
+        # The words streamed so far: an item still streaming has no transcript in its part yet.
+        streamed = " ".join(word.text for word in held.words)
+        before = streamed or item.content[content_index].transcript or ""
         held.words = [word for word in held.words if word.end_ms <= audio_end_ms]
         kept = " ".join(word.text for word in held.words)
         held.audio = held.audio[: int(audio_end_ms * PCM_RATE / 1000) * 2]
+        held.cut_ms = audio_end_ms
         content = list(item.content)
         content[content_index] = content[content_index].model_copy(update={"transcript": kept})
         held.item = item.model_copy(update={"content": content})

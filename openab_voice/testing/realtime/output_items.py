@@ -2,9 +2,10 @@
 
 ``response.output_item.added`` and ``conversation.item.added`` open it (the latter only when the
 response writes to the conversation, not for ``conversation: "none"``); for a message,
-``response.content_part.added`` opens its one part, and closing it sends the part's
-``*.done`` events, then ``response.output_item.done`` and ``conversation.item.done``, with the item's
-content set to what was actually sent (the transcript of the words streamed).
+``response.content_part.added`` opens its one part (in the item from then on, so a truncate can cut
+it while it streams), and closing it sends the part's ``*.done`` events, then
+``response.output_item.done`` and ``conversation.item.done``, with the item's content set to what
+was actually sent (the transcript of the words streamed, less what a truncation cut).
 """
 
 from __future__ import annotations
@@ -143,9 +144,24 @@ class OutputItems:
                 ConversationItemDone(type="conversation.item.done", event_id=new_id("event"), item=held.item)
             )
 
-    def part_added(self, held: HeldItem, part: AddedPart) -> ResponseContentPartAddedEvent:
-        return ResponseContentPartAddedEvent(
-            type="response.content_part.added", event_id=new_id("event"), part=part, **self.ids(held)
+    async def open_part(self, held: HeldItem) -> None:
+        """Open the message's one part, empty: the item has it from now on, as in the API.
+
+        So a ``conversation.item.truncate`` sent while the message still streams (right after a
+        ``response.cancel``, on a barge-in) finds the audio part to cut.
+        """
+        assert isinstance(held.item, RealtimeConversationItemAssistantMessage)
+        if self._audio:
+            part = AddedPart(type="audio", transcript="")
+            content = AssistantContent(type="output_audio", transcript="")
+        else:
+            part = AddedPart(type="text", text="")
+            content = AssistantContent(type="output_text", text="")
+        held.item = held.item.model_copy(update={"content": [content]})
+        await self._send(
+            ResponseContentPartAddedEvent(
+                type="response.content_part.added", event_id=new_id("event"), part=part, **self.ids(held)
+            )
         )
 
     def ids(self, held: HeldItem) -> ItemIds:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from openai.types.realtime import (
     RateLimitsUpdatedEvent,
@@ -37,7 +37,6 @@ from openai.types.realtime import (
 from openai.types.realtime.conversation_item import ConversationItem
 from openai.types.realtime.rate_limits_updated_event import RateLimit
 from openai.types.realtime.realtime_response_status import Error as StatusError
-from openai.types.realtime.response_content_part_added_event import Part as AddedPart
 
 from openab_voice.clock import Clock
 from openab_voice.testing.realtime.conversation import Conversation, HeldItem, TimedWord, audio_ms
@@ -149,7 +148,7 @@ class ResponseRun:
             )
         try:
             turn = await self._race(
-                build_turn(
+                lambda: build_turn(
                     self._conversation, self._listener, instructions=self._instructions, tools=self._tools
                 )
             )
@@ -157,7 +156,7 @@ class ResponseRun:
             if self._failure is not None:
                 await self._fail(self._failure)
                 return self.record
-            reply = await self._race(self._responder.respond(turn))
+            reply = await self._race(lambda: self._responder.respond(turn))
             self.record.reply = reply
             if isinstance(reply, CallFunction):
                 await self._function_call(reply)
@@ -166,8 +165,7 @@ class ResponseRun:
         except _Cancelled:
             await self._close_cancelled()
         finally:
-            for task in self._pending:
-                task.cancel()
+            await _settle(*self._pending)
         return self.record
 
     # --- the two kinds of output ---------------------------------------------------------------
@@ -176,12 +174,7 @@ class ResponseRun:
         audio = output_is_audio(self._config)
         held = self._held = await self._items.open_message()
         self.record.item_id = held.id
-        kind: Literal["audio", "text"] = "audio" if audio else "text"
-        await self._send(
-            self._items.part_added(
-                held, AddedPart(type=kind, transcript="") if audio else AddedPart(type=kind, text="")
-            )
-        )
+        await self._items.open_part(held)
         sentences = split_sentences(reply.text)
         self.record.sentences = sentences
         if audio:
@@ -236,11 +229,11 @@ class ResponseRun:
     async def _stream_audio(self, held: HeldItem, sentences: list[str]) -> None:
         chunk_bytes = self._pacing.chunk_ms * PCM_RATE // 1000 * 2
         self._pending = [asyncio.ensure_future(self._voice.synthesize(s)) for s in sentences[:1]]
+        offset = 0.0  # where this sentence's audio starts (the item's audio may be cut shorter)
         for index, sentence in enumerate(sentences):
             if index + 1 < len(sentences):  # synthesize the next sentence while this one streams
                 self._pending.append(asyncio.ensure_future(self._voice.synthesize(sentences[index + 1])))
             pcm = await self._race(self._pending[index])
-            offset = audio_ms(held.audio)
             words = timed_words(sentence, offset, audio_ms(pcm))
             if not pcm:
                 await self._transcript(held, words)
@@ -254,6 +247,8 @@ class ResponseRun:
                 await self._transcript(held, due)
                 if self.record.first_audio_at is None:
                     self.record.first_audio_at = self._clock.monotonic()
+                # In the item before it is on the wire: a truncate answering it finds it there.
+                held.add_audio(chunk)
                 await self._send(
                     ResponseAudioDeltaEvent(
                         type="response.output_audio.delta",
@@ -263,13 +258,14 @@ class ResponseRun:
                     ),
                     audio_ms_after=chunk_end,
                 )
-                held.audio += chunk
-                self.record.audio_ms_sent = audio_ms(held.audio)
+                self.record.audio_ms_sent = chunk_end
             await self._transcript(held, words)
+            offset += audio_ms(pcm)
 
     async def _transcript(self, held: HeldItem, words: list[tuple[float, TimedWord]]) -> None:
         for _, word in words:
-            delta = word.text if not held.words else " " + word.text
+            delta = word.text if not self.record.transcript_sent else " " + word.text
+            held.add_word(word)
             await self._send(
                 ResponseAudioTranscriptDeltaEvent(
                     type="response.output_audio_transcript.delta",
@@ -278,14 +274,14 @@ class ResponseRun:
                     **self._items.ids(held),
                 )
             )
-            held.words.append(word)
             self.record.transcript_sent += delta
 
     async def _stream_text(self, held: HeldItem, sentences: list[str]) -> None:
         for word in " ".join(sentences).split():
             if self._cancel.is_set():
                 raise _Cancelled
-            delta = word if not held.words else " " + word
+            delta = word if not self.record.transcript_sent else " " + word
+            held.add_word(TimedWord(text=word, end_ms=0.0))
             await self._send(
                 ResponseTextDeltaEvent(
                     type="response.output_text.delta",
@@ -294,7 +290,6 @@ class ResponseRun:
                     **self._items.ids(held),
                 )
             )
-            held.words.append(TimedWord(text=word, end_ms=0.0))
             self.record.transcript_sent += delta
 
     async def _pace(self, position_ms: float) -> None:
@@ -305,7 +300,7 @@ class ResponseRun:
             # advanced in between would push the deadline later than due.
             await self._clock.sleep(self._pacer.delay(position_ms, self._clock.monotonic()))
 
-        await self._race(until_due())
+        await self._race(until_due)
 
     # --- items, parts and the response object --------------------------------------------------
 
@@ -348,17 +343,33 @@ class ResponseRun:
             output_words=len(self.record.transcript_sent.split()),
         )
 
-    async def _race(self, awaitable: Awaitable[T]) -> T:
-        """``await awaitable``, unless :meth:`cancel` comes first (then raise :class:`_Cancelled`)."""
+    async def _race(self, start: Callable[[], Awaitable[T]] | asyncio.Future[T]) -> T:
+        """``await start()`` (or the running ``start``), unless :meth:`cancel` comes first.
+
+        ``start`` is called only once the race is on, so a cancel that came first leaves no
+        coroutine unawaited; when the cancel wins, what ran is cancelled and awaited.
+
+        Raises:
+            _Cancelled: the cancel came first.
+        """
         if self._cancel.is_set():
             raise _Cancelled
-        task = asyncio.ensure_future(awaitable)
+        task = start if isinstance(start, asyncio.Future) else asyncio.ensure_future(start())
         stopper = asyncio.ensure_future(self._cancel.wait())
+        contenders: set[asyncio.Future[Any]] = {task, stopper}
         try:
-            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(contenders, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stopper.cancel()
-        if task.done():
-            return task.result()
+            await _settle(stopper, task)
+        if task.cancelled():
+            raise _Cancelled
+        return task.result()
+
+
+async def _settle(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel what is still running of ``tasks`` and wait until it is over."""
+    running = [task for task in tasks if not task.done()]
+    for task in running:
         task.cancel()
-        raise _Cancelled
+    if running:
+        await asyncio.wait(running)
