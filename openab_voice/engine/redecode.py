@@ -21,10 +21,12 @@ until something is stable) the whole utterance so far is decoded again and publi
 a failed decode), so nothing downstream ever sees unusable text
 (:class:`~openab_voice.engine.transcripts.TranscriptReporter`).
 
-Once the speaker has been quiet for ``speculate_after_ms`` (or their capture paused in a quiet
-stretch) the final is decoded speculatively and announced (``TranscriptSpeculative``); it becomes the
-final when the speech ends with no speech in between, and is withdrawn when speech follows. No
-partial starts in that quiet stretch: it would decode the same words and hold the decoder.
+In a quiet stretch inside an utterance (the VAD still waiting out its minimum silence) the final is
+decoded speculatively, at the first decode slot the stretch gets (where a partial would have run: the
+same audio) or once it has lasted ``speculate_after_ms``; it is announced (``TranscriptSpeculative``)
+once the stretch has lasted that long or the capture paused in it, becomes the final when the speech
+ends with no speech in between, and is withdrawn when speech follows. No partial runs in a quiet
+stretch.
 
 Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
 has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
