@@ -26,6 +26,9 @@ from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 
 ACTION_GRACE_S = 30.0
+OVER_BOT_WAIT_S = 15.0  # a barge-in line waits at most this long for the bot to be heard
+_PAUSE_S = 0.3  # no bot audio for this long: the bot paused (a gap between two packets is 20 ms)
+_POLL_S = 0.02
 
 
 def greeting_pcm() -> bytes:
@@ -45,6 +48,23 @@ async def synthesize_lines(scenario: Scenario) -> dict[str, bytes]:
         await tts.aclose()
 
 
+async def _bot_heard_for(h: BotOnEmulator, seconds: float) -> None:
+    """Return once the bot's audio has reached the emulator for ``seconds`` with no pause of
+    ``_PAUSE_S`` (or after ``OVER_BOT_WAIT_S``, when it never was)."""
+    sink = h.emulator.bot_audio
+    deadline = h.clock.monotonic() + OVER_BOT_WAIT_S
+    since: float | None = None  # start of the bot's current run of audio
+    while (now := h.clock.monotonic()) < deadline:
+        last = sink.last_audio_at
+        if last is None or now - last > _PAUSE_S:
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= seconds:
+            return
+        await h.clock.sleep(_POLL_S)
+
+
 async def _speaker_script(h: BotOnEmulator, spec: SpeakerSpec, spoken: dict[str, bytes]) -> None:
     speaker = h.emulator.speaker(int(spec.id))
     for item in sorted(spec.audio, key=lambda i: i.at):
@@ -54,6 +74,8 @@ async def _speaker_script(h: BotOnEmulator, spec: SpeakerSpec, spoken: dict[str,
             assert item.file is not None  # the scenario model requires exactly one of the two
             pcm = load_wav_48k_stereo(item.file)
         await h.at(item.at)
+        if item.over_bot_after_s is not None:
+            await _bot_heard_for(h, item.over_bot_after_s)
         await speaker.say(pcm, send_before_speaking=item.send_before_speaking)
     if spec.leave_at is not None:
         await h.at(spec.leave_at)

@@ -30,6 +30,9 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
 ``file`` paths are relative to the scenario file's folder; any WAV rate / channel count works.
 ``say`` is synthesized with the local Piper voice before the demo starts.
 ``send_before_speaking`` sends that many packets before the SSRC is announced (op 5).
+``over_bot_after_s`` makes the line a barge-in: from ``at`` on, it waits until the bot has been
+heard for that many seconds without a pause (at most 15 s, then it is said anyway),
+so talking over the bot does not depend on how fast this machine answers.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class AudioItem(BaseModel):
     file: Path | None = None
     say: str | None = Field(default=None, min_length=1, max_length=1000)
     send_before_speaking: int = Field(default=0, ge=0, le=500)
+    over_bot_after_s: float | None = Field(default=None, gt=0, le=30)
 
     @model_validator(mode="after")
     def _one_source(self) -> AudioItem:
