@@ -1,7 +1,10 @@
 """The injected clock: the only module that reads time or sleeps.
 
 Components take a :class:`Clock`; production code passes :class:`SystemClock`, tests pass
-:class:`FakeClock` and advance it explicitly.
+:class:`FakeClock` and advance it explicitly. Every wait with a deadline goes through
+:func:`first_done`, :func:`bounded` or :func:`wait_for` here: ``asyncio.wait_for``,
+``asyncio.timeout`` and ``asyncio.wait(timeout=...)`` read the event loop's own clock, which a fake
+clock does not move.
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ import asyncio
 import heapq
 import itertools
 import time
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -73,6 +79,61 @@ class FakeClock:
             _, _, fut = heapq.heappop(self._waiters)
             if not fut.done():
                 fut.set_result(None)
+
+
+async def first_done(clock: Clock, timeout_s: float | None, *futures: asyncio.Future[Any]) -> int | None:
+    """Wait until one of ``futures`` is done or ``timeout_s`` passes on ``clock``.
+
+    The futures stay the caller's: none is cancelled here, so a prompt still in flight can be waited
+    on again (the cancel grace after a turn timeout, for one).
+
+    Returns:
+        The index of the first done future (in argument order), or None on timeout.
+    """
+    timer = asyncio.ensure_future(clock.sleep(timeout_s)) if timeout_s is not None else None
+    try:
+        waiting: set[asyncio.Future[Any]] = set(futures)
+        if timer is not None:
+            waiting.add(timer)
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+    return next((index for index, future in enumerate(futures) if future.done()), None)
+
+
+async def bounded(clock: Clock, timeout_s: float, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
+    """Run ``awaitable`` for at most ``timeout_s`` on ``clock``; cancel it past that.
+
+    Returns:
+        ``(True, result)`` when it finished in time, ``(False, None)`` when it was cancelled.
+
+    Raises:
+        Whatever ``awaitable`` raised.
+    """
+    task = asyncio.ensure_future(awaitable)
+    try:
+        if await first_done(clock, timeout_s, task) is None:
+            return False, None
+        return True, task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def wait_for(clock: Clock, timeout_s: float, awaitable: Awaitable[T]) -> T:
+    """``asyncio.wait_for`` on ``clock``: the result of ``awaitable``, cancelled past ``timeout_s``.
+
+    Raises:
+        TimeoutError: ``timeout_s`` passed first (``awaitable`` was cancelled and has ended).
+        Whatever ``awaitable`` raised.
+    """
+    finished, result = await bounded(clock, timeout_s, awaitable)
+    if not finished:
+        raise TimeoutError(f"not done within {timeout_s} s")
+    return cast(T, result)
 
 
 def perf_ns() -> int:

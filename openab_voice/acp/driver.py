@@ -35,10 +35,9 @@ from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementatio
 
 from openab_voice import __version__
 from openab_voice.acp.client import ActionClient, ToolCallRecord
-from openab_voice.acp.deadline import bounded, first_done
 from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, bounded, first_done
 from openab_voice.errors import AcpError
 
 EventHook = Callable[[str, dict[str, object]], None]

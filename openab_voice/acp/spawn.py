@@ -25,9 +25,8 @@ from pathlib import Path
 
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
-from openab_voice.acp.deadline import bounded
 from openab_voice.acp.types import Workspace
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, bounded
 from openab_voice.config import ENV_PREFIX, SECRET_ENV
 from openab_voice.errors import AcpError
 

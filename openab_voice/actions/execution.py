@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openab_voice.acp.deadline import bounded
 from openab_voice.acp.driver import AgentRun
 from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import (
@@ -44,7 +43,7 @@ from openab_voice.actions.leases import LeaseKeeper
 from openab_voice.actions.ports import CancelReply, ControlChannel, ResultSink, VoiceSide
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, bounded
 from openab_voice.errors import ActionError, OpenabError, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore

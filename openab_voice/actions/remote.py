@@ -20,12 +20,12 @@ import logging
 from collections.abc import Mapping
 from typing import Literal, cast
 
-from openab_voice.acp.deadline import bounded
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion
 from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.leases import EXECUTOR_ROLE
 from openab_voice.actions.ports import CancelReply
 from openab_voice.actions.writer import JobWriter
+from openab_voice.clock import bounded
 from openab_voice.config import ShardRange
 from openab_voice.errors import StaleTransition
 from openab_voice.jobs import EffectCeiling, JobStatus

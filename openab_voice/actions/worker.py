@@ -19,11 +19,10 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from openab_voice.acp.deadline import bounded
 from openab_voice.acp.types import TurnCompletion
 from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseKeeper
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, bounded
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord, WorkerState
