@@ -21,7 +21,6 @@ which anyone may hear; the full result was posted in text before any speech and 
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import itertools
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import AudienceChanged
 from openab_voice.engine.events import SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.tasks import TaskOwner
 
 __all__ = [
     "Audience",
@@ -150,7 +150,7 @@ class AudienceGuard:
         self._ids = itertools.count(1)
         # cause name -> (guild, the status line said instead)
         self._pending: collections.OrderedDict[str, tuple[int, str]] = collections.OrderedDict()
-        self._tasks: set[asyncio.Task[bool]] = set()
+        self._tasks = TaskOwner("audience guard")  # the status lines said after a withdrawn detail
         self._sub = bus.subscribe(SpeechDropped, self._on_dropped)
         self.downgraded = 0
 
@@ -190,9 +190,7 @@ class AudienceGuard:
         guild_id, status = pending
         self.downgraded += 1
         # The status line goes through the voice's own queue, behind whatever is said now.
-        task = asyncio.get_running_loop().create_task(self._voice.say(guild_id, status))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._voice.say(guild_id, status), name=f"status line after {event.cause}")
 
     def close(self) -> None:
         """Stop following the bus (idempotent); a downgrade already queued is still said."""

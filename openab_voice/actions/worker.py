@@ -26,6 +26,7 @@ from openab_voice.clock import Clock, bounded
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord, WorkerState
+from openab_voice.tasks import OwnerPhase, TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class ExecutorWorker:
         self._clock = clock
         self._draining = asyncio.Event()
         self._cancel_listener: SettledListener | None = None
-        self._cancel_reads: set[asyncio.Task[None]] = set()
+        self._cancel_reads = TaskOwner("executor worker cancel reads")
         self.claimed = 0
 
     @property
@@ -123,9 +124,9 @@ class ExecutorWorker:
         now (the notification is only a wake-up; the store's request row is what counts)."""
         if action_id not in self._leases.held:
             return  # another worker's job, or one settled already
-        task = asyncio.create_task(self._read_cancel(action_id), name=f"cancel-read-{action_id}")
-        self._cancel_reads.add(task)
-        task.add_done_callback(self._cancel_reads.discard)
+        if self._cancel_reads.phase is not OwnerPhase.OPEN:
+            return  # a notice queued from the listener's thread as it closed: the worker has stopped
+        self._cancel_reads.spawn(self._read_cancel(action_id), name=f"cancel-read-{action_id}")
 
     async def _read_cancel(self, action_id: str) -> None:
         try:
@@ -184,9 +185,7 @@ class ExecutorWorker:
             log.exception("reporting the stop failed")
 
     async def _stop_listening(self) -> None:
-        for task in list(self._cancel_reads):
-            task.cancel()
-        await asyncio.gather(*self._cancel_reads, return_exceptions=True)
+        await self._cancel_reads.aclose()
         if self._cancel_listener is not None:
             await asyncio.to_thread(self._cancel_listener.close)
             self._cancel_listener = None

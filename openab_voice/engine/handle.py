@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, first_done
 
 __all__ = ["FRAME_MS", "PlayedPosition", "SpeechHandle", "SpeechOutput", "frames_for"]
 
@@ -202,9 +202,4 @@ class SpeechHandle:
         task = self._task
         if task is None or task.done():
             return True
-        timer = asyncio.ensure_future(clock.sleep(timeout_s))
-        try:
-            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-        return task.done()
+        return await first_done(clock, timeout_s, task) is not None

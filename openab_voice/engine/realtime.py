@@ -30,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import enum
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,7 @@ from openab_voice.providers.realtime_openai import (
     RealtimeLink,
     connection_error,
 )
+from openab_voice.tasks import TaskOwner
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
     from openai.types.realtime import RealtimeServerEvent
@@ -80,6 +82,14 @@ __all__ = ["RealtimeEngine", "RealtimeSettings", "realtime_capabilities", "realt
 log = logging.getLogger(__name__)
 
 _APPEND_BYTES = 24_000 * 2  # one second of 24 kHz s16le per input_audio_buffer.append
+
+
+class _Phase(enum.Enum):
+    """Where the engine is in its life (it only moves forward)."""
+
+    NEW = "new"  # built: nothing captured or connected yet
+    OPEN = "open"  # capturing; the provider session connected or reconnecting
+    CLOSED = "closed"  # every task ended, the provider session closed; open() does nothing
 
 
 @dataclass(slots=True)
@@ -121,9 +131,8 @@ class RealtimeEngine:
         self._settings = settings or RealtimeSettings()
         self._audio = TurnAudio(window_s=self._settings.capture_window_s)
         self._active: _Active | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._opened = False
-        self._closed = False
+        self._tasks = TaskOwner("realtime engine")
+        self._phase = _Phase.NEW
         self._session = ProviderSession(
             binding=binding, connector=connector, tools=tools, settings=self._settings, route=self
         )
@@ -141,7 +150,7 @@ class RealtimeEngine:
 
     @property
     def ready(self) -> bool:
-        return self._session.link is not None and not self._closed
+        return self._session.link is not None and self._phase is _Phase.OPEN
 
     @property
     def failure(self) -> OpenabError | None:
@@ -155,9 +164,9 @@ class RealtimeEngine:
 
     async def open(self) -> None:
         """Start capturing and connect (in the background; a failure reports ``ProviderLost``)."""
-        if self._opened:
+        if self._phase is not _Phase.NEW:
             return
-        self._opened = True
+        self._phase = _Phase.OPEN
         if self._capture is not None:
             self._spawn(self._capture_loop(self._capture()), "realtime-capture")
         self._spawn(self._session.run(), "realtime-connection")
@@ -237,14 +246,10 @@ class RealtimeEngine:
         )
 
     async def aclose(self) -> None:
-        if self._closed:
+        if self._phase is _Phase.CLOSED:
             return
-        self._closed = True
-        tasks = tuple(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        self._phase = _Phase.CLOSED
+        await self._tasks.aclose()
         await self._session.close()
 
     # --- one response --------------------------------------------------------------------------
@@ -421,11 +426,8 @@ class RealtimeEngine:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return self._tasks.spawn(coro, name=name)
 
     def _now(self) -> float:
         return self._b.clock.monotonic()

@@ -24,6 +24,7 @@ from openab_voice.engine.redecode import RedecodeCore
 from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
 from openab_voice.priority import audio_boost_available, lower_current_thread
 from openab_voice.providers.speech import Hypothesis, SpeechToText
+from openab_voice.tasks import TaskOwner
 
 __all__ = ["RedecodeRecognizer", "RedecodeStream", "StreamPhase"]
 
@@ -79,7 +80,7 @@ class RedecodeStream:
             stt.capabilities, emit=self._emit, clock=clock, settings=settings, session_id=session_id
         )
         self._executor: ThreadPoolExecutor | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("re-decode stream", clock=clock)
         self.phase = StreamPhase.OPEN
 
     # --- input ------------------------------------------------------------------------------------
@@ -139,11 +140,7 @@ class RedecodeStream:
             return
         self.phase = StreamPhase.CLOSING
         self.core.closed = True
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.close_timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self._tasks.aclose(grace_s=self.settings.close_timeout_s)  # on the injected clock
         self.core.discard_open("closed")
         if self._executor is not None:
             self._executor.shutdown(wait=False)  # a decode still running finishes on its own
@@ -164,13 +161,7 @@ class RedecodeStream:
             self._spawn(self._decode(job), f"stt-{job.utterance_id}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(work, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._maybe_finish()
+        self._tasks.spawn(work, name=name, on_done=lambda _task: self._maybe_finish())
 
     async def _decode_batch(self, jobs: list[DecodeJob]) -> None:
         """One batch: every decode in it applied, then what falls due scheduled once."""

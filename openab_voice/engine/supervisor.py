@@ -23,7 +23,6 @@ dispatcher; nothing else touches the context's assistant side.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from openab_voice.engine.state import (
     InterruptResponse,
     StartResponse,
 )
+from openab_voice.tasks import TaskOwner
 
 __all__ = ["PreparedResponse", "ResponseSupervisor"]
 
@@ -110,7 +110,7 @@ class ResponseSupervisor:
         self._cancel_timeout_s = deps.settings.cancel_timeout_s
         self._active: _Active | None = None
         self._ahead: _Prepared | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("response supervisor")
 
     @property
     def output(self) -> SpeechOutput:
@@ -170,10 +170,7 @@ class ResponseSupervisor:
 
     def _run(self, request: ResponseRequest, handle: SpeechHandle, *, hold: Hold | None) -> None:
         runner = ResponseRunner(deps=self._d, request=request, handle=handle, report=self._report, hold=hold)
-        task = asyncio.create_task(runner.run(), name=f"response-{handle.response_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        handle.bind_task(task)
+        handle.bind_task(self._tasks.spawn(runner.run(), name=f"response-{handle.response_id}"))
 
     def _drop(self, ahead: _Prepared) -> None:
         log.debug("dropped the response prepared for %s", ahead.key)
@@ -230,11 +227,7 @@ class ResponseSupervisor:
     async def aclose(self) -> None:
         """Cancel every response task still alive (one that outlived its bound) and wait for them."""
         self.drop_prepared()
-        tasks = tuple(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        await self._tasks.aclose()
 
     def _take(self, response_id: str) -> _Active | None:
         active = self._active

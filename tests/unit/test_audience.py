@@ -170,7 +170,7 @@ async def test_a_drop_of_another_cause_or_a_second_drop_downgrades_nothing_more(
 
 
 async def guard_idle(guard: AudienceGuard) -> None:
-    for task in tuple(guard._tasks):
+    for task in guard._tasks.tasks:
         await task
 
 

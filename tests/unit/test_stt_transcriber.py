@@ -407,7 +407,12 @@ async def test_aclose_is_bounded_idempotent_and_discards_open_utterances() -> No
         stream.put_nowait(f)
     for _ in range(50):
         await asyncio.sleep(0)
-    await asyncio.wait_for(tr.aclose(), 2)
+    closing = asyncio.ensure_future(tr.aclose())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not closing.done()  # the decode in flight has its grace, on the injected clock
+    clock.advance(0.05)
+    await asyncio.wait_for(closing, 2)
     await tr.aclose()
     release.set()
     (discarded,) = [e for e in events if isinstance(e, TranscriptDiscarded)]
