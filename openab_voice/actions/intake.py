@@ -2,8 +2,9 @@
 
 It works with any chat model, or with the dialogue off. The speaker is the transcript's speaker, which
 the receiver attributed from the SSRC, exactly as for the semantic tools; the goal is the rest of
-the utterance. The conversation manager is told (``claims``) to leave such finals alone, so the
-same words never also become a dialogue turn.
+the utterance. The session's transcript desk (:class:`~openab_voice.engine.desk.TranscriptDesk`)
+offers it every final before the conversation (:meth:`TaskPhraseIntake.offer`: the phrase is parsed
+once); a final it takes never reaches the conversation as a turn.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.actions.speech import ActionStatusView, while_status
 from openab_voice.actions.tools import SessionFacts
-from openab_voice.bus import EventBus, Subscription
+from openab_voice.bus import EventBus
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.jobs import EffectCeiling
@@ -39,13 +40,12 @@ class Say(Protocol):
 
 
 class TaskPhraseIntake:
-    """Watches one voice session's final transcripts for the task phrase.
+    """Takes one voice session's final transcripts that say the task phrase.
 
     Args:
         broker: where proposals go.
-        bus: the transcripts' source.
+        bus: where the proposed actions' status changes are observed (the acknowledgment's cause).
         facts: the session's trusted facts.
-        session_id: only this session's transcripts count.
         wake_name: returns the current wake name (it may be said before the phrase).
         say: speaks a short acknowledgment (no-op when the bot cannot speak). The proposal's
             acknowledgment carries a cause: it is dropped, not said late, once the operator has
@@ -58,29 +58,25 @@ class TaskPhraseIntake:
         broker: ActionBroker,
         bus: EventBus,
         facts: SessionFacts,
-        session_id: str,
         wake_name: Callable[[], str | None],
         say: Say,
     ) -> None:
         self._broker = broker
         self._facts = facts
-        self._session_id = session_id
         self._wake_name = wake_name
         self._say = say
         self._tasks: set[asyncio.Task[None]] = set()
         self._statuses = ActionStatusView(bus)
-        self._sub: Subscription = bus.subscribe(TranscriptFinal, self._on_final)
 
     def claims(self, text: str) -> bool:
-        """Whether ``text`` is a task request (the conversation then leaves it alone)."""
+        """Whether ``text`` is a task request (asked for speculative finals; nothing is proposed)."""
         return task_goal(text, wake_name=self._wake_name()) is not None
 
-    def _on_final(self, event: TranscriptFinal) -> None:
-        if event.session_id not in (None, self._session_id):
-            return
+    def offer(self, event: TranscriptFinal) -> bool:
+        """Propose the task when ``event`` says the phrase (parsed once); whether it did."""
         goal = task_goal(event.text, wake_name=self._wake_name())
         if goal is None:
-            return
+            return False
         request = ActionRequest(
             goal=goal,
             effect_hint=EffectCeiling.WORKSPACE_WRITE,
@@ -96,6 +92,7 @@ class TaskPhraseIntake:
         task = asyncio.create_task(self._propose(request), name=f"task-phrase-{event.utterance_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _propose(self, request: ActionRequest) -> None:
         try:
@@ -112,7 +109,7 @@ class TaskPhraseIntake:
             await self._say(ACK_REFUSED[outcome.code])
 
     async def aclose(self) -> None:
-        self._sub.close()
+        """Wait for the proposals in flight (the desk offers nothing more once the session closes)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._statuses.close()

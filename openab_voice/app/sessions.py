@@ -1,4 +1,10 @@
-"""The session factory: everything one voice session runs, built ready when ``/voice join`` asks."""
+"""The session factory: everything one voice session runs, built ready when ``/voice join`` asks.
+
+It also lays the session's data path, by direct calls (ADR 0015): the front end's marked capture to
+the transcriber (started by the session), the transcriber's events to the session's
+:class:`~openab_voice.engine.desk.TranscriptDesk` (intakes first, then the conversation), and the
+front end's speech boundaries straight to the conversation. The bus only carries observations.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from openab_voice.discord.roster import ChannelRoster
 from openab_voice.discord.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.desk import Intake, TranscriptDesk
 from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
@@ -119,15 +126,6 @@ class SessionFactory:
             playback.add_render_sink(frontend.push_render)
         facts = self._facts(channel, generation, session_id, self._action_channel_id or text_channel_id)
         stt = self._providers.stt
-        transcriber = (
-            Transcriber(
-                RedecodeRecognizer(stt, clock=clock, settings=self._providers.transcriber),
-                bus=bus,
-                session_id=session_id,
-            )
-            if stt is not None
-            else None
-        )
         conversation: ConversationManager | None = None
 
         async def say(text: str, *, cause: SpeechCause | None = None) -> None:
@@ -136,17 +134,27 @@ class SessionFactory:
                 conversation.announce(text, cause=cause)
 
         # The phrase needs transcripts: without a transcriber nothing ever matches.
-        intake = self._intake(channel, facts, session_id, say) if facts is not None else None
-        remember = self._remember(channel, session_id, say) if transcriber is not None else None
-        claims = [part.claims for part in (intake, remember) if part is not None]
-
-        def claimed(text: str) -> bool:
-            return any(claim(text) for claim in claims)
-
-        if transcriber is not None and playback is not None:
-            conversation = self._conversation(
-                channel, playback, facts, session_id, intake, claimed if claims else None, frontend
+        intake = self._intake(channel, facts, say) if facts is not None else None
+        remember = self._remember(channel, say) if stt is not None else None
+        if stt is not None and playback is not None:
+            conversation = self._conversation(channel, playback, facts, session_id, frontend)
+        # Each final: the intakes first (the task phrase, then "remember that ..."), the
+        # conversation only if none took it; speech boundaries go to the conversation with their
+        # frames' batch, never through the bus.
+        intakes: list[Intake] = [part for part in (intake, remember) if part is not None]
+        desk = TranscriptDesk(intakes, conversation)
+        if conversation is not None:
+            frontend.add_speech_sink(conversation.hear)
+        transcriber = (
+            Transcriber(
+                RedecodeRecognizer(stt, clock=clock, settings=self._providers.transcriber),
+                bus=bus,
+                session_id=session_id,
+                sink=desk.route,
             )
+            if stt is not None
+            else None
+        )
         return VoiceSession(
             session_id=session_id,
             generation=generation,
@@ -157,6 +165,7 @@ class SessionFactory:
             frontend=frontend,
             playback=playback,
             transcriber=transcriber,
+            desk=desk,
             conversation=conversation,
             intake=intake,
             recorder=self._recorder(channel, session_id),
@@ -208,9 +217,7 @@ class SessionFactory:
             session_id=session_id,
         )
 
-    def _intake(
-        self, channel: VoiceChannel, facts: SessionFacts, session_id: str, say: Say
-    ) -> TaskPhraseIntake:
+    def _intake(self, channel: VoiceChannel, facts: SessionFacts, say: Say) -> TaskPhraseIntake:
         assert self._broker is not None  # facts exist only with a broker
         dialogue = self._providers.dialogue
         configured = dialogue.wake_name if dialogue is not None else None
@@ -222,7 +229,6 @@ class SessionFactory:
             broker=self._broker,
             bus=self._bus,
             facts=facts,
-            session_id=session_id,
             wake_name=wake_name,
             say=say,
         )
@@ -233,8 +239,6 @@ class SessionFactory:
         playback: Playback,
         facts: SessionFacts | None,
         session_id: str,
-        intake: TaskPhraseIntake | None,
-        claimed: Callable[[str], bool] | None = None,
         frontend: FrontEnd | None = None,
     ) -> ConversationManager | None:
         """The spoken dialogue, when the dialogue and its engine (chat model and TTS, or the realtime
@@ -280,12 +284,11 @@ class SessionFactory:
             roster=ChannelRoster(channel, me.id),
             settings=dialogue,
             session_id=session_id,
-            claimed=claimed,
             memory=self._memory(channel),
             engine=engine,
         )
 
-    def _remember(self, channel: VoiceChannel, session_id: str, say: Say) -> RememberIntake | None:
+    def _remember(self, channel: VoiceChannel, say: Say) -> RememberIntake | None:
         """The spoken "remember that ..." path, when memory is on (it needs transcripts)."""
         records = self._records
         if records is None or records.memory is None:
@@ -298,8 +301,6 @@ class SessionFactory:
 
         return RememberIntake(
             records.memory,
-            bus=self._bus,
-            session_id=session_id,
             guild_id=channel.guild.id,
             wake_name=lambda: configured or channel.guild.me.display_name,
             say=speak,

@@ -13,6 +13,11 @@ Threads and ownership:
 * Events raised anywhere are queued and published on the event loop with the batch that raised them
   (or on the caller's thread for :meth:`process_pending`), so bus subscribers never run on the
   receiver's, player's or front end's thread.
+* The data path is explicit (:mod:`~openab_voice.audio.capture_stream`): a marked subscription
+  (:meth:`FrontEnd.subscribe_marked`, the transcriber's) gets the speech marks in band, in order with
+  the frames; a speech sink (:meth:`FrontEnd.add_speech_sink`, the conversation's) is called with each
+  ``SpeechStarted`` / ``SpeechEnded`` in the same loop callback as its batch's frames. The bus only
+  carries the same events to observers.
 * Capture-stopped ends of speech (Discord sends nothing in silence) are judged on the **capture
   watermark** when a receiver provides one (:meth:`FrontEnd.advance_capture_watermark`): the time up
   to which every packet has been decoded and pushed. Judged on the wall clock instead, a receiver
@@ -26,16 +31,27 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from openab_voice.audio.capture_stream import ProcessedCaptureStream
+from openab_voice.audio.capture_stream import (
+    CaptureDelivery,
+    CaptureItem,
+    ProcessedCaptureStream,
+    SpeechSink,
+)
 from openab_voice.audio.echo_gate import mean_square
-from openab_voice.audio.events import AudioPipelineStarted, AudioPipelineStopped, AudioProcessingError
+from openab_voice.audio.events import (
+    AudioPipelineStarted,
+    AudioPipelineStopped,
+    AudioProcessingError,
+    CapturePaused,
+    SpeechEnded,
+    SpeechStarted,
+)
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
 from openab_voice.audio.resample import Chunk, Chunker, Resampler
@@ -97,9 +113,7 @@ class FrontEnd:
         interval_s: float = 0.02,
     ) -> None:
         self.settings = settings = settings or FrontEndSettings()
-        self._bus = bus
         self._clock = clock
-        self._session = session_id
         self._interval = interval_s
         apm_reg = apm_providers or apm_registry()
         vad_reg = vad_providers or vad_registry()
@@ -133,7 +147,8 @@ class FrontEnd:
         self._speakers_lock = threading.Lock()
         self._removed: collections.deque[tuple[_Speaker, str]] = collections.deque()
         self._process_lock = threading.Lock()
-        self._subscribers: list[ProcessedCaptureStream] = []
+        self._delivery = CaptureDelivery(bus=bus, session_id=session_id)
+        self._batch: list[CaptureItem] = []  # the batch being processed: frames and speech marks
         self._watermark: float | None = None  # capture time up to which the receiver pushed everything
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -222,17 +237,36 @@ class FrontEnd:
 
     def subscribe(
         self, speaker_id: str | None = None, *, maxsize: int | None = None
-    ) -> ProcessedCaptureStream:
+    ) -> ProcessedCaptureStream[ProcessedFrame]:
         """Processed capture of one speaker (or all): an async iterator of :class:`ProcessedFrame`."""
-        stream = ProcessedCaptureStream(
+        stream: ProcessedCaptureStream[ProcessedFrame] = ProcessedCaptureStream(
             speaker_id=speaker_id,
             maxsize=maxsize or self.settings.processed_queue_frames,
             clock=self._clock,
             emit=self._emit,
-            on_close=self._subscribers.remove,
+            on_close=self._delivery.remove_stream,
         )
-        self._subscribers.append(stream)
+        self._delivery.add_stream(stream)
         return stream
+
+    def subscribe_marked(self, *, maxsize: int | None = None) -> ProcessedCaptureStream[CaptureItem]:
+        """Every speaker's processed capture with its speech marks in band (``SpeechStarted``,
+        ``SpeechEnded``, ``CapturePaused``, in order with the frames): what a transcriber consumes."""
+        stream: ProcessedCaptureStream[CaptureItem] = ProcessedCaptureStream(
+            speaker_id=None,
+            maxsize=maxsize or self.settings.processed_queue_frames,
+            clock=self._clock,
+            emit=self._emit,
+            on_close=self._delivery.remove_stream,
+            marks=True,
+        )
+        self._delivery.add_stream(stream)
+        return stream
+
+    def add_speech_sink(self, sink: SpeechSink) -> None:
+        """Call ``sink`` with every ``SpeechStarted`` / ``SpeechEnded``, on the event loop, in the
+        same callback that delivers the frames of its batch (the conversation's barge-in path)."""
+        self._delivery.add_speech_sink(sink)
 
     # --- processing -----------------------------------------------------------------------------
 
@@ -242,16 +276,18 @@ class FrontEnd:
         Call from the event loop thread (or a test); with :meth:`start` the front end calls it itself.
         """
         with self._process_lock:
-            outputs = self._process_batch()
-        self._deliver(outputs)
-        return outputs
+            items = self._process_batch()
+        self._deliver(items)
+        return [item for item in items if isinstance(item, ProcessedFrame)]
 
-    def _process_batch(self) -> list[ProcessedFrame]:
+    def _process_batch(self) -> list[CaptureItem]:
         # Read before the rings are drained: the receiver raises the watermark only after pushing
         # the frames it vouches for, so every one of them is in the rings now. Read after the drain,
         # it could vouch for frames pushed meanwhile and end a speech that is still arriving.
         idle_now = self._idle_now()
-        outputs: list[ProcessedFrame] = []
+        # The pipelines' speech marks land in the batch as they are emitted (_from_pipeline), so
+        # each mark is in order with the frames processed before and after it.
+        outputs = self._batch
         while self._removed:
             speaker, reason = self._removed.popleft()
             # What it pushed before it was removed is still its own: processed, then its speech
@@ -292,6 +328,7 @@ class FrontEnd:
             if speaker.pipeline is not None:
                 outputs.extend(speaker.pipeline.check_idle(idle_now))
         self._render_ring.poll()
+        self._batch = []
         return outputs
 
     def _idle_now(self) -> float:
@@ -322,7 +359,7 @@ class FrontEnd:
                 vad_factory=self._new_vad,
                 apm_provider=self.settings.apm_provider,
                 clock=self._clock,
-                emit=self._outbox.append,
+                emit=self._from_pipeline,
             )
         except OpenabError as exc:  # ProviderUnavailable after a successful start-up: report, retry
             speaker.retry_at = now + 1.0
@@ -353,6 +390,13 @@ class FrontEnd:
         )
         return pipeline
 
+    def _from_pipeline(self, event: Event) -> None:
+        """A pipeline's event (processing thread, under the process lock): queued for the bus, and a
+        speech mark also goes in band into the batch being processed."""
+        self._outbox.append(event)
+        if isinstance(event, SpeechStarted | SpeechEnded | CapturePaused):
+            self._batch.append(event)
+
     def _stop(self, speaker: _Speaker, reason: str) -> ProcessedFrame | None:
         """Close the speaker's pipeline; returns the frame that ends its speech in progress, if any."""
         pipeline, speaker.pipeline = speaker.pipeline, None
@@ -373,22 +417,11 @@ class FrontEnd:
     def _emit(self, event: Event) -> None:
         self._outbox.append(event)
 
-    def _deliver(self, outputs: list[ProcessedFrame]) -> None:
-        """Caller's thread: hand ``outputs`` out, then every queued event (overruns they caused too)."""
-        self._fan_out(outputs)
+    def _deliver(self, items: list[CaptureItem]) -> None:
+        """Caller's thread: hand ``items`` out, then every queued event (overruns they caused too)."""
+        self._delivery.items(items)
         while self._outbox:
-            self._publish(self._outbox.popleft())
-
-    def _fan_out(self, outputs: list[ProcessedFrame]) -> None:
-        for frame in outputs:
-            for stream in tuple(self._subscribers):
-                if stream.wants(frame):
-                    stream.push(frame)
-
-    def _publish(self, event: Event) -> None:
-        if self._session is not None and event.session_id is None:
-            event = dataclasses.replace(event, session_id=self._session)
-        self._bus.publish(event)
+            self._delivery.event(self._outbox.popleft())
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -413,17 +446,17 @@ class FrontEnd:
                 return
             try:
                 with self._process_lock:  # with nothing queued, this is just the idle check
-                    outputs = self._process_batch()
+                    items = self._process_batch()
             except Exception as exc:  # a bug must not silently stop the front end: report, go on
                 self.batch_errors += 1
                 log.exception("audio front end batch failed")
                 self._outbox.append(_error_event(exc, self._clock.monotonic()))
-                outputs = []
-            if not outputs and not self._outbox:
+                items = []
+            if not items and not self._outbox:
                 continue
             events = self._take_events()
             try:
-                loop.call_soon_threadsafe(self._deliver_batch, outputs, events)
+                loop.call_soon_threadsafe(self._deliver_batch, items, events)
             except RuntimeError:  # the loop closed: nobody is listening any more
                 return
 
@@ -433,11 +466,12 @@ class FrontEnd:
             events.append(self._outbox.popleft())
         return events
 
-    def _deliver_batch(self, outputs: list[ProcessedFrame], events: list[Event]) -> None:
-        """Event loop: hand one batch to subscribers and its events to the bus, in order."""
-        self._fan_out(outputs)
+    def _deliver_batch(self, items: list[CaptureItem], events: list[Event]) -> None:
+        """Event loop: hand one batch to subscribers, then its events to the speech sinks and the
+        bus, in order, all in this one callback."""
+        self._delivery.items(items)
         for event in events:
-            self._publish(event)
+            self._delivery.event(event)
 
     async def aclose(self) -> None:
         """Stop processing, end speech in progress, free every pipeline, end subscriptions (idempotent)."""
@@ -460,13 +494,14 @@ class FrontEnd:
                 speaker, reason = self._removed.popleft()
                 self._stop(speaker, reason)
             self._render_resampler.reset()  # free the native soxr stream deterministically
+            ended, self._batch = self._batch, []  # the marks of the speech the close ended
         # Batches the thread handed over before it stopped are still queued on the loop (callbacks
         # run in order): let them through first, so subscribers see frames and events in order.
         barrier = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().call_soon(barrier.set_result, None)
         await barrier
-        self._deliver([])
-        for stream in tuple(self._subscribers):
+        self._deliver(ended)
+        for stream in tuple(self._delivery.streams):
             stream.close()
 
     async def __aenter__(self) -> FrontEnd:

@@ -124,9 +124,14 @@ class _Harness:
     def states(self, start: int) -> list[str]:
         return [f"{e.previous}->{e.state}" for e in self.since(start, DialogueStateChanged)]
 
+    def hear(self, event: TranscriptFinal | TranscriptPartial | SpeechStarted) -> None:
+        """As a session delivers it: published for observers, then handed to the conversation."""
+        self.bus.publish(event)
+        self.manager.hear(event)
+
     def say(self, text: str, *, began: float | None = None) -> None:
         now = self.clock.monotonic()
-        self.bus.publish(
+        self.hear(
             TranscriptFinal(
                 at=now,
                 session_id=_SESSION,
@@ -216,7 +221,7 @@ async def _interruption(h: _Harness) -> _Turn:
     await drive(h.clock, 0.2)
     barge_at = h.clock.monotonic()
     closed_before = h.chat.closed_early
-    h.bus.publish(
+    h.hear(
         SpeechStarted(
             at=barge_at,
             session_id=_SESSION,
@@ -253,7 +258,7 @@ async def _interruption(h: _Harness) -> _Turn:
     )
     # The interrupting speech is transcribed and becomes the next turn.
     await drive(h.clock, 0.4)
-    h.bus.publish(
+    h.hear(
         TranscriptPartial(
             at=h.clock.monotonic(),
             session_id=_SESSION,

@@ -1,5 +1,6 @@
 """One voice connection: the discord.py voice client with our receiver hooked in, and the parts the
-composition root built for it (front end, playback, transcriber, conversation, task phrase intake).
+composition root built for it (front end, playback, transcriber, transcript desk, conversation, task
+phrase intake), already wired to each other by direct calls; the session starts and closes them.
 
 The session also lives through its connection's gaps (``docs/voice-session-life.md``): when the
 connection breaks (:class:`~openab_voice.discord.reconnect.VoiceLife`) it stops the bot's speech at
@@ -39,6 +40,7 @@ from openab_voice.discord.voice_client import (
     receiving_voice_client,
 )
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.transcriber import Transcriber
 from openab_voice.memory.intake import RememberIntake
@@ -63,7 +65,9 @@ class VoiceSession:
         receiver: decoded audio goes from the receive worker into ``frontend``.
         playback: the bot's voice, when playback is on; what it plays is the front end's render
             reference (echo cancellation, echo gate).
-        transcriber: when transcription is on (the default).
+        transcriber: when transcription is on (the default); it is fed the front end's marked
+            capture (frames and speech marks in band) and hands what it recognizes to ``desk``.
+        desk: routes the transcripts to the intakes, then the conversation (direct calls).
         conversation: when the spoken dialogue is on.
         intake: the task phrase path, when actions are on and there is a control channel.
         recorder: stores the transcript, when ``OPENAB_TRANSCRIPT_STORE`` is on.
@@ -82,6 +86,7 @@ class VoiceSession:
         frontend: FrontEnd,
         playback: Playback | None = None,
         transcriber: Transcriber | None = None,
+        desk: TranscriptDesk | None = None,
         conversation: ConversationManager | None = None,
         intake: TaskPhraseIntake | None = None,
         recorder: TranscriptRecorder | None = None,
@@ -95,6 +100,7 @@ class VoiceSession:
         self.frontend = frontend
         self.playback = playback
         self.transcriber = transcriber
+        self.desk = desk if desk is not None else TranscriptDesk()
         self.conversation = conversation
         self.intake = intake
         self.recorder = recorder
@@ -121,7 +127,7 @@ class VoiceSession:
         if self.recorder is not None:
             await self.recorder.start()  # before the transcriber: no final goes unrecorded
         if self.transcriber is not None:
-            self.transcriber.start(self.frontend.subscribe())
+            self.transcriber.start(self.frontend.subscribe_marked())
         if self.conversation is not None:
             await self.conversation.start()
         self._bus.publish(
@@ -320,6 +326,7 @@ class VoiceSession:
         if self._rejoin_task is not None and not self._rejoin_task.done():
             self._rejoin_task.cancel()
             await asyncio.wait({self._rejoin_task})
+        self.desk.close()  # what the transcriber still finishes is observed, not acted on
         if self.intake is not None:
             await self.intake.aclose()
         if self.remember is not None:

@@ -1,10 +1,13 @@
 """The conversation manager for one voice channel.
 
-It subscribes to the bus for transcripts (``TranscriptFinal`` / ``TranscriptPartial`` /
-``TranscriptDiscarded``, and ``TranscriptSpeculative`` / ``SpeculationWithdrawn`` for preemptive
+It hears its session directly, never through the bus: transcripts from the session's
+:class:`~openab_voice.engine.desk.TranscriptDesk` (``TranscriptFinal`` / ``TranscriptPartial`` /
+``TranscriptDiscarded``, ``TranscriptSpeculative`` / ``SpeculationWithdrawn`` for preemptive
 generation: an answer prepared while the end of speech is still being confirmed, said only if the
-final asks the same) and speech events (``SpeechStarted`` / ``SpeechEnded``), and feeds them
-through one inbox to one loop task, together with the progress reports of the running response.
+final asks the same; and, by :meth:`~ConversationManager.hear_claimed`, the finals an intake took)
+and speech events (``SpeechStarted`` / ``SpeechEnded``) from the front end's speech sink, in the
+callback that delivers their frames. :meth:`~ConversationManager.hear` feeds them through one inbox
+to one loop task, together with the progress reports of the running response.
 Every decision goes through the pure state machine (:mod:`openab_voice.engine.state`); the loop is
 the one place that applies its effects (the response ones through
 :class:`~openab_voice.engine.supervisor.ResponseSupervisor`): start a response, interrupt it (output
@@ -16,9 +19,6 @@ Published: ``DialogueStateChanged`` (every transition), ``TurnAccepted`` / ``Tur
 (``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner),
 ``ToolCallHandled`` (runner) and ``SpeechDropped`` (an announcement whose cause expired: here while
 queued, in the runner once started; see :mod:`openab_voice.engine.expiry`).
-
-Events whose ``session_id`` is another session's are ignored (None is accepted: a single-session
-publisher may not stamp it).
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never
 
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
-from openab_voice.bus import EventBus, Subscription
-from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.bus import EventBus
+from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
 from openab_voice.engine.cascade import cascade_engine
 from openab_voice.engine.context import ChannelNote, MemoryRecall, ShortTermContext, UserUtterance
@@ -89,6 +88,11 @@ class _WindowExpired:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _Claimed:
+    final: TranscriptFinal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Announce:
     text: str
     cause: SpeechCause | None
@@ -102,6 +106,7 @@ _Item = (
     | SpeculationWithdrawn
     | SpeechStarted
     | SpeechEnded
+    | _Claimed
     | _WindowExpired
     | _Announce
     | DialogueInput
@@ -115,22 +120,13 @@ _Heard = (
     | SpeechStarted
     | SpeechEnded
 )
-_SUBSCRIBED: tuple[type[Event], ...] = (
-    TranscriptFinal,
-    TranscriptPartial,
-    TranscriptDiscarded,
-    TranscriptSpeculative,
-    SpeculationWithdrawn,
-    SpeechStarted,
-    SpeechEnded,
-)
 
 
 class ConversationManager:
     """Turns, context, responses and interruptions for one voice channel.
 
     Args:
-        bus: where transcripts and speech events come from and where dialogue events go.
+        bus: where dialogue events go (what it hears comes by :meth:`hear`).
         clock: the injected clock (timers and latency figures).
         chat: the chat model (the cascade; unused with ``engine``).
         tts: the text-to-speech provider (48 kHz stereo s16le; the cascade).
@@ -139,8 +135,6 @@ class ConversationManager:
         roster: who is in the channel.
         settings: dialogue settings (already negotiated: see :func:`~openab_voice.engine.settings.negotiate`).
         session_id: the voice session; stamped on every event published.
-        claimed: finals for which this returns True are handled elsewhere (the action plane's task
-            phrase): never a dialogue turn, but still a valid interruption.
         memory: long-term memory, recalled once per response to a user turn (None: none).
         engine: builds the voice engine (:mod:`~openab_voice.engine.duplex`); None: the cascade on
             ``chat``, ``tts``, ``output`` and ``tools``.
@@ -162,7 +156,6 @@ class ConversationManager:
         roster: Roster,
         settings: DialogueSettings,
         session_id: str | None = None,
-        claimed: Callable[[str], bool] | None = None,
         memory: MemoryRecall | None = None,
         engine: EngineFactory | None = None,
     ) -> None:
@@ -176,7 +169,6 @@ class ConversationManager:
         self._roster = roster
         self._settings = settings
         self._session_id = session_id
-        self._claimed = claimed
         # Status lines to say (action results); each waits until the channel is quiet.
         self._announcements = AnnouncementQueue(bus=bus, clock=clock, session_id=session_id)
         self._policy = TurnPolicy(
@@ -208,7 +200,6 @@ class ConversationManager:
         # Unbounded on purpose: transcript and speech events arrive a few per second per speaker, and
         # a response's progress reports must never be dropped.
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
-        self._subscriptions: list[Subscription] = []
         self._prepared: dict[str, PreparedResponse] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
@@ -250,14 +241,26 @@ class ConversationManager:
         if not self._closed:
             self._inbox.put_nowait(_Announce(text=text, cause=cause))
 
+    def hear(self, event: _Heard) -> None:
+        """What the session heard: a transcript event (the desk) or a speech boundary (the front
+        end's speech sink), in order; handled by the loop. Ignored before :meth:`start` and after
+        :meth:`aclose`."""
+        if self._loop_task is not None and not self._closed:
+            self._inbox.put_nowait(event)
+
+    def hear_claimed(self, final: TranscriptFinal) -> None:
+        """A final an intake took (a task or memory request): not a dialogue turn, but a valid
+        interruption (recorded as ``TurnIgnored(reason="action_request")``)."""
+        if self._loop_task is not None and not self._closed:
+            self._inbox.put_nowait(_Claimed(final=final))
+
     async def start(self) -> None:
-        """Begin listening: subscribe to the bus and start the loop. Once only."""
+        """Begin listening (what :meth:`hear` is given from now on) and start the loop. Once only."""
         if self._started:
             raise RuntimeError("the conversation manager was already started")
         self._started = True
         await self._responses.open()
         await self._dispatch(Start())
-        self._subscriptions = [self._bus.subscribe(t, self._on_event) for t in _SUBSCRIBED]
         self._loop_task = asyncio.create_task(self._run(), name=f"conversation-{self._session_id}")
 
     async def aclose(self) -> None:
@@ -265,9 +268,6 @@ class ConversationManager:
         if self._closed:
             return
         self._closed = True
-        for sub in self._subscriptions:
-            sub.close()
-        self._subscriptions.clear()
         for task in (self._loop_task, self._timer):
             if task is not None and not task.done():
                 task.cancel()
@@ -277,12 +277,6 @@ class ConversationManager:
         await self._responses.aclose()  # responses that outlived their bound
 
     # --- inbox ---------------------------------------------------------------------------------
-
-    def _on_event(self, event: Event) -> None:
-        if event.session_id is not None and event.session_id != self._session_id:
-            return
-        if isinstance(event, _Heard):
-            self._inbox.put_nowait(event)
 
     def _report(self, item: DialogueInput) -> None:
         if not self._closed:
@@ -302,6 +296,11 @@ class ConversationManager:
             case TranscriptFinal():
                 await self._on_final(item)
                 self._responses.drop_prepared(item.utterance_id)  # its final did not take it
+            case _Claimed():
+                # A request for an intake: not a dialogue turn, and not a false interruption.
+                self._ignored(item.final, "action_request")
+                self._controller.on_final(item.final.speaker_id, accepted=True)
+                self._responses.drop_prepared(item.final.utterance_id)
             case TranscriptSpeculative():
                 self._on_speculative(item)
             case SpeculationWithdrawn():
@@ -336,11 +335,6 @@ class ConversationManager:
         await self._dispatch(ResumeRequested(turn_id=rid, response_id=rid, cause="announcement"))
 
     async def _on_final(self, event: TranscriptFinal) -> None:
-        if self._claimed is not None and self._claimed(event.text):
-            # A request for the action plane: not a dialogue turn, and not a false interruption.
-            self._ignored(event, "action_request")
-            self._controller.on_final(event.speaker_id, accepted=True)
-            return
         decision = self._policy.decide(speaker_id=event.speaker_id, text=event.text)
         name = self._roster.display_name(event.speaker_id)
         if not decision.accepted:
@@ -412,13 +406,12 @@ class ConversationManager:
         """Preemptive generation: if this would be a turn now, prepare its answer, held until the final.
 
         Only while listening with nothing queued to say (otherwise the final's turn would not start
-        at once anyway) and never for a request the action plane claims.
+        at once anyway); the desk never passes on one an intake would claim.
         """
         if (
             not self._settings.preemptive_generation
             or self._snap.state is not DialogueState.LISTENING
             or self._announcements
-            or (self._claimed is not None and self._claimed(event.text))
             or not self._policy.decide(speaker_id=event.speaker_id, text=event.text).accepted
             or self._half_duplex_ignores(event.audio_start, event.audio_end)
         ):

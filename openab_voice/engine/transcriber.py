@@ -1,26 +1,36 @@
-"""A voice session's transcription: its processed capture through a recognize stream, onto the bus.
+"""A voice session's transcription: its processed capture through a recognize stream, to the desk.
 
 :class:`Transcriber` opens one :class:`~openab_voice.engine.recognize.RecognizeStream` on its
 :class:`~openab_voice.engine.recognize.Recognizer` (for a batch provider such as faster-whisper,
-:class:`~openab_voice.engine.redecode_stream.RedecodeRecognizer`, which schedules the re-decodes),
-feeds it the front end's processed frames, and turns the front end's hints into the stream's inputs:
-a :class:`~openab_voice.audio.events.SpeechEnded` that no silent frame follows (Discord stops sending
+:class:`~openab_voice.engine.redecode_stream.RedecodeRecognizer`, which schedules the re-decodes) and
+feeds it the front end's marked capture (:meth:`~openab_voice.audio.frontend.FrontEnd.subscribe_marked`):
+frames, and the speech marks in band with them, in order. A
+:class:`~openab_voice.audio.events.SpeechEnded` that no silent frame follows (Discord stops sending
 packets when a speaker goes quiet) ends that speaker's segment, a
-:class:`~openab_voice.audio.events.CapturePaused` asks for a speculative decode. What the stream
-recognizes is published on the bus in the order it was recognized.
+:class:`~openab_voice.audio.events.CapturePaused` asks for a speculative decode. It subscribes to
+nothing on the bus.
+
+What the stream recognizes goes out in the order it was recognized: each event is published on the
+bus (for observers: reporters, the transcript recorder, benches, tests), then handed to ``sink`` (the
+session's :class:`~openab_voice.engine.desk.TranscriptDesk`, which calls the intakes and the
+conversation directly).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable
+import logging
+from collections.abc import AsyncIterable, Callable
 
+from openab_voice.audio.capture_stream import CaptureItem
 from openab_voice.audio.events import CapturePaused, SpeechEnded
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus import EventBus
-from openab_voice.engine.recognize import Recognizer, RecognizeStream
+from openab_voice.engine.recognize import RecognitionEvent, Recognizer, RecognizeStream
 
 __all__ = ["Transcriber"]
+
+log = logging.getLogger(__name__)
 
 
 class Transcriber:
@@ -28,40 +38,52 @@ class Transcriber:
 
     Args:
         recognizer: opens the session's stream.
-        bus: where transcript, latency, backlog and error events go.
+        bus: where every recognized event is published, for observers.
         session_id: stamped on every event.
+        sink: the data path: called with each recognized event after its publication (the
+            session's transcript desk); a sink that raises is logged, and the next event goes on.
     """
 
-    def __init__(self, recognizer: Recognizer, *, bus: EventBus, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        recognizer: Recognizer,
+        *,
+        bus: EventBus,
+        session_id: str | None = None,
+        sink: Callable[[RecognitionEvent], None] | None = None,
+    ) -> None:
         self._bus = bus
+        self._sink = sink
         self._stream: RecognizeStream = recognizer.stream(session_id=session_id)
         self._runner: asyncio.Task[None] | None = None
         self._publisher: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def run(self, frames: AsyncIterable[ProcessedFrame]) -> None:
-        """Transcribe a processed-capture stream until it ends; returns once every utterance in it
-        got its final (or discard) on the bus."""
-        subscriptions = [
-            self._bus.subscribe(SpeechEnded, self._on_speech_ended),
-            self._bus.subscribe(CapturePaused, self._on_capture_paused),
-        ]
+    async def run(self, capture: AsyncIterable[CaptureItem]) -> None:
+        """Transcribe a processed-capture stream (frames, and speech marks in band) until it ends;
+        returns once every utterance in it got its final (or discard) out."""
         publisher = self._publish()
-        try:
-            async for frame in frames:
-                if self._closed:
-                    return
-                self._stream.push_frame(frame)
-            self._stream.end_input()
-            await asyncio.shield(publisher)
-        finally:
-            for subscription in subscriptions:
-                subscription.close()
+        async for item in capture:
+            if self._closed:
+                return
+            match item:
+                case ProcessedFrame():
+                    self._stream.push_frame(item)
+                case SpeechEnded() if item.reason != "silence":
+                    # Capture stopped, the speaker left, a gap: no silent frame follows to end it.
+                    # After a "silence" end a frame with user_speech False follows, and ends it.
+                    self._stream.flush(item.speaker_id, item.audio_time)
+                case CapturePaused():
+                    self._stream.pause(item.speaker_id, item.audio_time)
+                case _:
+                    pass  # SpeechStarted: the frames' user_speech says it
+        self._stream.end_input()
+        await asyncio.shield(publisher)
 
-    def start(self, frames: AsyncIterable[ProcessedFrame]) -> None:
+    def start(self, capture: AsyncIterable[CaptureItem]) -> None:
         """Run :meth:`run` in a task owned by the transcriber (stopped by :meth:`aclose`)."""
         if self._runner is None and not self._closed:
-            self._runner = asyncio.get_running_loop().create_task(self.run(frames), name="transcriber")
+            self._runner = asyncio.get_running_loop().create_task(self.run(capture), name="transcriber")
 
     def remove_speaker(self, speaker_id: str) -> None:
         """Forget a speaker (they left): their open utterances are discarded."""
@@ -77,15 +99,11 @@ class Transcriber:
     async def _publish_all(self) -> None:
         async for event in self._stream:
             self._bus.publish(event)
-
-    def _on_speech_ended(self, event: SpeechEnded) -> None:
-        # After a "silence" end a frame with user_speech False follows, and ends the utterance.
-        if event.reason != "silence" and not self._closed:
-            self._stream.flush(event.speaker_id, event.audio_time)
-
-    def _on_capture_paused(self, event: CapturePaused) -> None:
-        if not self._closed:
-            self._stream.pause(event.speaker_id, event.audio_time)
+            if self._sink is not None:
+                try:
+                    self._sink(event)
+                except Exception:  # a consumer's bug must not stop transcription
+                    log.exception("transcript sink failed for %s", type(event).__name__)
 
     async def aclose(self) -> None:
         """Stop: the stream waits (bounded) for decodes in flight; what got no final is discarded,

@@ -2,8 +2,9 @@
 
 Like the task phrase (:mod:`openab_voice.actions.phrases`), it works with any chat model (the offline
 one included) or with the dialogue off: the phrase addresses the bot by itself, a wake name in front
-is allowed, and the conversation leaves such finals alone (``claims``). What is saved is the rest of
-the utterance, under the transcript's speaker (SSRC attribution), through the same save as the
+is allowed, and the session's transcript desk offers it every final before the conversation
+(:meth:`RememberIntake.offer`: parsed once), so a final it takes is never a dialogue turn. What is
+saved is the rest of the utterance, under the transcript's speaker (SSRC attribution), through the same save as the
 ``memory_save`` tool: the sensitivity filter refuses credentials and the like, and the bot says why.
 """
 
@@ -15,7 +16,6 @@ import re
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from openab_voice.bus import EventBus, Subscription
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.turns import addresses
 from openab_voice.memory.long_term import LongTermMemory, MemoryKind, SaveRefused
@@ -61,7 +61,7 @@ def remembered_text(text: str, *, wake_name: str | None = None) -> str | None:
 
 
 class RememberIntake:
-    """Watches one voice session's finals for "remember that ..." and saves what follows.
+    """Takes one voice session's finals that say "remember that ..." and saves what follows.
 
     Args:
         guild_id: whose memory it goes into.
@@ -73,33 +73,29 @@ class RememberIntake:
         self,
         memory: LongTermMemory,
         *,
-        bus: EventBus,
-        session_id: str,
         guild_id: int,
         wake_name: Callable[[], str | None],
         say: Say,
     ) -> None:
         self._memory = memory
-        self._session_id = session_id
         self._guild_id = guild_id
         self._wake_name = wake_name
         self._say = say
         self._tasks: set[asyncio.Task[None]] = set()
-        self._sub: Subscription = bus.subscribe(TranscriptFinal, self._on_final)
 
     def claims(self, text: str) -> bool:
-        """Whether ``text`` asks to remember something (the conversation then leaves it alone)."""
+        """Whether ``text`` asks to remember something (asked for speculative finals; saves nothing)."""
         return remembered_text(text, wake_name=self._wake_name()) is not None
 
-    def _on_final(self, event: TranscriptFinal) -> None:
-        if event.session_id != self._session_id:
-            return
+    def offer(self, event: TranscriptFinal) -> bool:
+        """Save what ``event`` asks to remember (parsed once); whether it asked."""
         fact = remembered_text(event.text, wake_name=self._wake_name())
         if fact is None:
-            return
+            return False
         task = asyncio.create_task(self._save(event.speaker_id, fact), name=f"remember-{event.utterance_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _save(self, speaker_id: str, fact: str) -> None:
         kind = MemoryKind.PREFERENCE if _PREFERENCE.search(fact) else MemoryKind.FACT
@@ -122,6 +118,6 @@ class RememberIntake:
             await self._say(ACK_SAVED)
 
     async def aclose(self) -> None:
-        self._sub.close()
+        """Wait for the saves in flight (the desk offers nothing more once the session closes)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)

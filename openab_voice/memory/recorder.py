@@ -6,6 +6,10 @@ so interrupted speech is stored up to where it was cut). Lines queue in memory a
 stores them in batches through a worker thread, so a slow disk never holds up the event loop; each
 batch also widens the session's audience (who was in the channel) that ``/voice transcript`` checks.
 Event times are the injected clock's monotonic seconds; rows get wall time from the same clock.
+
+The recorder is an observer, so it stays on the bus (ADR 0015): it acts on nothing it hears, and a
+final it stores may also be a task request the desk gave an intake. The bus carries every session's
+events, so it keeps only its own session's (``session_id``).
 """
 
 from __future__ import annotations

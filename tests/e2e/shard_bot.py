@@ -95,18 +95,18 @@ async def main(port: int, ca_pem: bytes, token: str) -> None:
             continue
         n += 1
         now = clock.monotonic()
-        bus.publish(
-            TranscriptFinal(
-                at=now,
-                session_id=session.id,
-                speaker_id=user,
-                utterance_id=f"{user}-{n}",
-                text=text,
-                audio_start=now - 2.0,
-                audio_end=now - 0.1,
-                partials=1,
-            )
+        final = TranscriptFinal(
+            at=now,
+            session_id=session.id,
+            speaker_id=user,
+            utterance_id=f"{user}-{n}",
+            text=text,
+            audio_start=now - 2.0,
+            audio_end=now - 0.1,
+            partials=1,
         )
+        bus.publish(final)  # as the transcriber hands it out: observed, then routed by the desk
+        session.desk.route(final)
         emit({"said": int(guild)})
     for watcher in watchers:
         watcher.cancel()

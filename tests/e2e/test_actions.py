@@ -80,20 +80,21 @@ async def rig(
 
 
 def say(h: BotOnEmulator, user_id: int, text: str, n: int) -> None:
-    """A final transcript of ``user_id`` as the transcriber publishes it (SSRC-attributed)."""
+    """A final transcript of ``user_id`` as the transcriber hands it out (SSRC-attributed):
+    published for observers, then routed by the session's desk."""
     now = h.clock.monotonic()
-    h.bus.publish(
-        TranscriptFinal(
-            at=now,
-            session_id=h.session.id,
-            speaker_id=str(user_id),
-            utterance_id=f"{user_id}-{n}",
-            text=text,
-            audio_start=now - 2.0,
-            audio_end=now - 0.1,
-            partials=1,
-        )
+    final = TranscriptFinal(
+        at=now,
+        session_id=h.session.id,
+        speaker_id=str(user_id),
+        utterance_id=f"{user_id}-{n}",
+        text=text,
+        audio_start=now - 2.0,
+        audio_end=now - 0.1,
+        partials=1,
     )
+    h.bus.publish(final)
+    h.session.desk.route(final)
 
 
 async def until(condition: Callable[[], bool], what: str, limit_s: float = 20.0) -> None:

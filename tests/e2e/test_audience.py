@@ -130,18 +130,18 @@ def of(events: list[Event], kind: type[Any]) -> list[Any]:
 async def run_task(h: BotOnEmulator, events: list[Event]) -> str:
     """Propose by the task phrase, confirm as the operator; returns the action id once posted."""
     now = h.clock.monotonic()
-    h.bus.publish(
-        TranscriptFinal(
-            at=now,
-            session_id=h.session.id,
-            speaker_id=str(OPERATOR),
-            utterance_id=f"{OPERATOR}-1",
-            text=f"Start a task: {GOAL}",
-            audio_start=now - 2.0,
-            audio_end=now - 0.1,
-            partials=1,
-        )
+    final = TranscriptFinal(
+        at=now,
+        session_id=h.session.id,
+        speaker_id=str(OPERATOR),
+        utterance_id=f"{OPERATOR}-1",
+        text=f"Start a task: {GOAL}",
+        audio_start=now - 2.0,
+        audio_end=now - 0.1,
+        partials=1,
     )
+    h.bus.publish(final)  # as the transcriber hands it out: observed, then routed by the desk
+    h.session.desk.route(final)
     await until(
         lambda: any("Action proposal" in str(m.get("content")) for m in h.emulator.messages()), "proposal"
     )

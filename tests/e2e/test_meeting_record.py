@@ -89,6 +89,7 @@ async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[BotOnEmulator,
 
 
 def speak(h: BotOnEmulator, user_id: int, text: str, n: int) -> None:
+    """A final on the bus, as the transcriber publishes it for observers: the recorder is one."""
     now = h.clock.monotonic()
     h.bus.publish(
         TranscriptFinal(

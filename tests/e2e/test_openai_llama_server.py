@@ -324,32 +324,32 @@ class Call:
     def say(self, text: str) -> None:
         self.turns += 1
         now = self.clock.monotonic()
-        self.bus.publish(
-            TranscriptFinal(
-                at=now,
-                session_id=SESSION,
-                speaker_id="alice",
-                utterance_id=f"u{self.turns}",
-                text=text,
-                audio_start=now - 1.0,
-                audio_end=now,
-                partials=1,
-            )
+        final = TranscriptFinal(
+            at=now,
+            session_id=SESSION,
+            speaker_id="alice",
+            utterance_id=f"u{self.turns}",
+            text=text,
+            audio_start=now - 1.0,
+            audio_end=now,
+            partials=1,
         )
+        self.bus.publish(final)  # as a session delivers it: observed, then heard
+        self.manager.hear(final)
 
     def barge_in(self) -> None:
         now = self.clock.monotonic()
-        self.bus.publish(
-            SpeechStarted(
-                at=now,
-                session_id=SESSION,
-                speaker_id="alice",
-                audio_time=now,
-                probability=0.95,
-                during_playback=True,
-                confidence=0.9,
-            )
+        started = SpeechStarted(
+            at=now,
+            session_id=SESSION,
+            speaker_id="alice",
+            audio_time=now,
+            probability=0.95,
+            during_playback=True,
+            confidence=0.9,
         )
+        self.manager.hear(started)  # as the front end's speech sink delivers it
+        self.bus.publish(started)
 
     def of(self, kind: type[Any]) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]

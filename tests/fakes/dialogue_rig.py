@@ -1,4 +1,10 @@
-"""A conversation manager on the dialogue fakes, in virtual time, with helpers to script a call."""
+"""A conversation manager on the dialogue fakes, in virtual time, with helpers to script a call.
+
+What the rig says reaches the manager the way a session delivers it: a transcript is published on
+the bus (for observers) and routed by a :class:`~openab_voice.engine.desk.TranscriptDesk` (a
+``claimed`` text is taken by the rig's stand-in intake first); a speech boundary goes to the
+manager's ``hear``, as the front end's speech sink calls it, and is published on the bus.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
 from openab_voice.engine.context import MemoryRecall
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
@@ -21,6 +28,7 @@ from openab_voice.engine.events import (
     TranscriptPartial,
     TranscriptSpeculative,
 )
+from openab_voice.engine.recognize import RecognitionEvent
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
@@ -37,6 +45,23 @@ from openab_voice.tools import default_tools
 
 E = TypeVar("E", bound=Event)
 SESSION = "s1"
+
+
+class PhraseIntake:
+    """The rig's stand-in for an intake: takes every final whose text ``claimed`` accepts."""
+
+    def __init__(self, claimed: Callable[[str], bool]) -> None:
+        self._claimed = claimed
+        self.taken: list[TranscriptFinal] = []
+
+    def claims(self, text: str) -> bool:
+        return self._claimed(text)
+
+    def offer(self, final: TranscriptFinal) -> bool:
+        if not self._claimed(final.text):
+            return False
+        self.taken.append(final)
+        return True
 
 
 class Rig:
@@ -74,9 +99,10 @@ class Rig:
             roster=self.roster,
             settings=settings or DialogueSettings(bot_user_id="bot"),
             session_id=SESSION,
-            claimed=claimed,
             memory=memory,
         )
+        self.intake = PhraseIntake(claimed) if claimed is not None else None
+        self.desk = TranscriptDesk([self.intake] if self.intake is not None else [], self.manager)
         self._utterances = 0
 
     async def __aenter__(self) -> Rig:
@@ -95,20 +121,29 @@ class Rig:
     def now(self) -> float:
         return self.clock.monotonic()
 
+    def hear(self, event: RecognitionEvent) -> None:
+        """As the transcriber hands it out: published for observers, then routed by the desk."""
+        self.bus.publish(event)
+        self.desk.route(event)
+
+    def sense(self, event: SpeechStarted | SpeechEnded) -> None:
+        """As the front end delivers a speech boundary: to the manager, and to the bus."""
+        self.manager.hear(event)
+        self.bus.publish(event)
+
     def say(
         self,
         text: str,
         *,
         speaker: str = "alice",
         began: float | None = None,
-        session: str = SESSION,
         utterance_id: str | None = None,
     ) -> None:
         self._utterances += 1
-        self.bus.publish(
+        self.hear(
             TranscriptFinal(
                 at=self.now(),
-                session_id=session,
+                session_id=SESSION,
                 speaker_id=speaker,
                 utterance_id=utterance_id or f"u{self._utterances}",
                 text=text,
@@ -120,7 +155,7 @@ class Rig:
 
     def speculate(self, text: str, *, utterance_id: str, speaker: str = "alice") -> None:
         """The transcriber's speculative final: what ``utterance_id`` says if nothing follows."""
-        self.bus.publish(
+        self.hear(
             TranscriptSpeculative(
                 at=self.now(),
                 session_id=SESSION,
@@ -133,14 +168,14 @@ class Rig:
         )
 
     def withdraw(self, *, utterance_id: str, speaker: str = "alice") -> None:
-        self.bus.publish(
+        self.hear(
             SpeculationWithdrawn(
                 at=self.now(), session_id=SESSION, speaker_id=speaker, utterance_id=utterance_id
             )
         )
 
     def partial(self, text: str, *, speaker: str = "alice") -> None:
-        self.bus.publish(
+        self.hear(
             TranscriptPartial(
                 at=self.now(),
                 session_id=SESSION,
@@ -154,7 +189,7 @@ class Rig:
         )
 
     def discard(self, *, speaker: str = "alice") -> None:
-        self.bus.publish(
+        self.hear(
             TranscriptDiscarded(
                 at=self.now(), session_id=SESSION, speaker_id=speaker, utterance_id="x", reason="empty"
             )
@@ -162,7 +197,7 @@ class Rig:
 
     def speech_started(self, *, speaker: str = "alice") -> float:
         at = self.now()
-        self.bus.publish(
+        self.sense(
             SpeechStarted(
                 at=at,
                 session_id=SESSION,
@@ -178,7 +213,7 @@ class Rig:
     def speech_ended(self, *, speaker: str = "alice", started: float | None = None) -> None:
         at = self.now()
         begun = at - 0.3 if started is None else started
-        self.bus.publish(
+        self.sense(
             SpeechEnded(
                 at=at,
                 session_id=SESSION,

@@ -14,6 +14,7 @@ from typing import Any
 
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.realtime import RealtimeEngine, RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueSettings
@@ -72,7 +73,6 @@ class RealtimeRig(Rig):
         self._model = model
         self._capture = capture
         self._settings = settings or DialogueSettings(bot_user_id="bot")
-        self._claimed = claimed
 
     async def __aenter__(self) -> RealtimeRig:
         await self.server.start()
@@ -86,7 +86,6 @@ class RealtimeRig(Rig):
             roster=self.roster,
             settings=self._settings,
             session_id=SESSION,
-            claimed=self._claimed,
             engine=realtime_engine(
                 connector=connector,
                 output=self.output,
@@ -95,6 +94,7 @@ class RealtimeRig(Rig):
                 settings=RealtimeSettings(reconnect_initial_s=0.05, reconnect_max_s=0.2),
             ),
         )
+        self.desk = TranscriptDesk([self.intake] if self.intake is not None else [], self.manager)
         await self.output.__aenter__()
         await self.manager.start()
         return self

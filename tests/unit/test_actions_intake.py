@@ -50,7 +50,6 @@ async def session(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[PlaneRig, 
             broker=rig.broker,
             bus=rig.bus,
             facts=FACTS,
-            session_id=SESSION,
             wake_name=lambda: "Jarvis",
             say=rig.voice.announce,
         )
@@ -61,12 +60,13 @@ async def session(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[PlaneRig, 
 
 
 def hear(
-    rig: PlaneRig, text: str, *, speaker: str = str(OPERATOR), session_id: str = SESSION, utterance: str = ""
-) -> None:
-    rig.bus.publish(
+    rig: PlaneRig, intake: TaskPhraseIntake, text: str, *, speaker: str = str(OPERATOR), utterance: str = ""
+) -> bool:
+    """The session's desk offering a final to the intake; whether it took it."""
+    return intake.offer(
         TranscriptFinal(
             at=rig.clock.monotonic(),
-            session_id=session_id,
+            session_id=SESSION,
             speaker_id=speaker,
             utterance_id=utterance or f"utt-{next(_UTTERANCES)}",
             text=text,
@@ -93,7 +93,7 @@ async def test_spoken_approval_confirms_nothing(db_url: str, tmp_path: Path) -> 
             f"approve {action_id}",
         ):
             assert not intake.claims(said)
-            hear(rig, said)
+            assert not hear(rig, intake, said)
         await intake.aclose()
 
         assert rig.store.require(action_id) == before
@@ -108,9 +108,9 @@ async def test_spoken_approval_confirms_nothing(db_url: str, tmp_path: Path) -> 
 async def test_operator_task_phrase_proposes_exactly_one_action(db_url: str, tmp_path: Path) -> None:
     async with session(db_url, tmp_path) as (rig, intake):
         assert intake.claims("Start a task: write a haiku")
-        hear(rig, "Start a task: write a haiku", utterance="utt-haiku")
+        assert hear(rig, intake, "Start a task: write a haiku", utterance="utt-haiku")
         await rig.log.wait_for("say")
-        hear(rig, "Start a task: write a haiku", utterance="utt-haiku")  # the same utterance again
+        assert hear(rig, intake, "Start a task: write a haiku", utterance="utt-haiku")  # the same again
         await intake.aclose()
 
         [record] = rig.store.recent()
@@ -130,7 +130,7 @@ async def test_operator_task_phrase_proposes_exactly_one_action(db_url: str, tmp
 
 async def test_task_phrase_from_anyone_but_the_operator_proposes_nothing(db_url: str, tmp_path: Path) -> None:
     async with session(db_url, tmp_path) as (rig, intake):
-        hear(rig, "Start a task: write a haiku", speaker=str(STRANGER))
+        assert hear(rig, intake, "Start a task: write a haiku", speaker=str(STRANGER))
         await intake.aclose()
 
         assert rig.store.recent() == []
@@ -144,11 +144,10 @@ async def test_task_phrase_from_anyone_but_the_operator_proposes_nothing(db_url:
         assert rig.log.said() == [ACK_REFUSED["ACTION_NOT_OPERATOR"]]
 
 
-async def test_unattributed_or_foreign_session_speech_proposes_nothing(db_url: str, tmp_path: Path) -> None:
+async def test_unattributed_speech_proposes_nothing(db_url: str, tmp_path: Path) -> None:
     async with session(db_url, tmp_path) as (rig, intake):
-        hear(rig, "Start a task: write a haiku", speaker="unattributed")
-        hear(rig, "Start a task: write a haiku", speaker="ssrc-4242")
-        hear(rig, "Start a task: write a haiku", session_id="another-session")
+        hear(rig, intake, "Start a task: write a haiku", speaker="unattributed")
+        hear(rig, intake, "Start a task: write a haiku", speaker="ssrc-4242")
         await intake.aclose()
 
         assert rig.store.recent() == [] and rig.log.calls == []

@@ -127,7 +127,7 @@ async def test_the_intake_acknowledgment_expires_when_the_operator_decides(
     db_url: str, tmp_path: Path
 ) -> None:
     async with session(db_url, tmp_path) as (rig, intake):
-        hear(rig, "Start a task: write a haiku")
+        assert hear(rig, intake, "Start a task: write a haiku")
         await rig.log.wait_for("say")
         [said] = rig.log.of("say")
         cause = said.data["cause"]

@@ -1,5 +1,6 @@
 """The session factory: which parts a voice session gets for which configuration, and how they are
-wired (the acknowledgment reaches the conversation; the configured control channel wins)."""
+wired (finals reach the intake through the session's desk, not the bus; the acknowledgment reaches
+the conversation; the configured control channel wins)."""
 
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ async def test_the_full_session_and_the_configured_control_channel() -> None:
         assert session.playback is not None and session.transcriber is not None
         assert session.conversation is not None and session.intake is not None
         assert await session.say("the result is in the text channel") is True
-        bus.publish(final(session, "Jarvis, start a task: write the release notes"))
+        session.desk.route(final(session, "Jarvis, start a task: write the release notes"))
         await clock.sleep(0)  # the intake proposes from a task of its own
         await clock.sleep(0)
         (request,) = broker.requests
@@ -166,10 +167,24 @@ async def test_without_a_configured_channel_actions_go_where_the_join_was_asked(
     session = factory(clock, bus, broker=broker)(channel(), generation=1, text_channel_id=JOIN_TEXT)
     try:
         assert session.conversation is None and session.intake is not None
-        bus.publish(final(session, "start a task: tidy the changelog"))
+        session.desk.route(final(session, "start a task: tidy the changelog"))
         await clock.sleep(0)
         await clock.sleep(0)
         assert [r.text_channel_id for r in broker.requests] == [JOIN_TEXT]
+    finally:
+        await session.aclose()
+
+
+async def test_a_final_on_the_bus_proposes_nothing() -> None:
+    """The bus is for observers: only the session's desk hands finals to the intake."""
+    clock, bus = FakeClock(), EventBus()
+    broker = RecordingBroker()
+    session = factory(clock, bus, broker=broker)(channel(), generation=1, text_channel_id=JOIN_TEXT)
+    try:
+        bus.publish(final(session, "start a task: tidy the changelog"))
+        await clock.sleep(0)
+        await clock.sleep(0)
+        assert broker.requests == []
     finally:
         await session.aclose()
 

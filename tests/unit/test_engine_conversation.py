@@ -15,6 +15,7 @@ from openab_voice.engine.events import (
     InterruptionDetected,
     LatencyMeasured,
     ToolCallHandled,
+    TranscriptFinal,
     TurnAccepted,
     TurnIgnored,
 )
@@ -23,7 +24,7 @@ from openab_voice.engine.state import DialogueState
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatMessage, ToolCall
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import Rig
+from tests.fakes.dialogue_rig import SESSION, Rig
 
 ANSWER = "Paris is the capital. It has the Eiffel Tower."
 
@@ -189,11 +190,26 @@ async def test_a_turn_while_speaking_supersedes_the_response() -> None:
         ]
 
 
-async def test_other_sessions_are_ignored() -> None:
-    async with Rig(replies=[]) as rig:
-        rig.say("Hello", session="another-guild")
+async def test_it_hears_by_direct_calls_only_never_from_the_bus() -> None:
+    """The bus carries observations: a final or a speech start published there is no input."""
+    async with Rig(replies=[ScriptedReply.text(ANSWER)]) as rig:
+        now = rig.now()
+        rig.bus.publish(
+            TranscriptFinal(
+                at=now,
+                session_id=SESSION,
+                speaker_id="alice",
+                utterance_id="on-the-bus",
+                text="What is the capital of France?",
+                audio_start=now - 1.0,
+                audio_end=now,
+                partials=1,
+            )
+        )
         await rig.run(0.2)
         assert rig.of(TurnAccepted) == [] and rig.of(TurnIgnored) == []
+        rig.say("What is the capital of France?")
+        assert (await rig.until_finished("turn-1")).spoken_text == ANSWER
 
 
 async def test_aclose_cuts_the_response_and_is_idempotent() -> None:

@@ -1,5 +1,8 @@
 """The meeting record below the commands: the transcript rows (SQLite and PostgreSQL), the recorder's
-times, filters and failures, retention, and the bounded summary request."""
+times, filters and failures, retention, and the bounded summary request.
+
+The recorder is a bus observer (it acts on nothing), so these tests publish finals on the bus, as the
+transcriber does for observers; other sessions' finals there are filtered out by ``session_id``."""
 
 from __future__ import annotations
 

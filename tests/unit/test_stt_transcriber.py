@@ -420,16 +420,16 @@ async def test_aclose_is_bounded_idempotent_and_discards_open_utterances() -> No
     assert not [e for e in events if isinstance(e, TranscriptFinal | TranscriptPartial)]
 
 
-async def test_run_follows_capture_stopped_speech_ends_from_the_bus() -> None:
+async def test_run_follows_capture_stopped_speech_ends_in_band() -> None:
     bus, clock = EventBus(), FakeClock()
     events: list[Event] = []
     bus.subscribe(Event, events.append)
     tr = Transcriber(
         RedecodeRecognizer(ScriptedStt(words_by_length("packets just stopped")), clock=clock), bus=bus
     )
-    queue: asyncio.Queue[ProcessedFrame | None] = asyncio.Queue()
+    queue: asyncio.Queue[ProcessedFrame | SpeechEnded | None] = asyncio.Queue()
 
-    async def stream() -> AsyncIterator[ProcessedFrame]:
+    async def stream() -> AsyncIterator[ProcessedFrame | SpeechEnded]:
         while (item := await queue.get()) is not None:
             queue.task_done()
             yield item
@@ -442,8 +442,8 @@ async def test_run_follows_capture_stopped_speech_ends_from_the_bus() -> None:
     await queue.join()
     await asyncio.sleep(0.05)  # let the partial decodes (worker threads) land
     assert not done.is_set()
-    # Discord sent nothing more; the front end ended speech on its timer.
-    bus.publish(
+    # Discord sent nothing more; the front end ended speech on its timer, in band after the frames.
+    queue.put_nowait(
         SpeechEnded(
             at=1.4,
             speaker_id="alice",
