@@ -7,12 +7,11 @@ one TLS port for the voice websocket (the VOICE_SERVER_UPDATE endpoint) and one 
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
 import random
 import socket
 import ssl
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -22,6 +21,7 @@ from aiohttp import web
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.discord.rtp import parse_header
 from openab_voice.errors import EmulatorError, PacketError
+from openab_voice.tasks import TaskOwner
 from openab_voice.testing.emulator import certs, payloads
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
 from openab_voice.testing.emulator.channels import ChannelApi
@@ -45,8 +45,6 @@ from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
 from openab_voice.testing.emulator.waiting import HangGuard
 from openab_voice.testing.emulator.webhooks import WebhookApi
 from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
-
-log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = EmulatorConfig()
 
@@ -147,7 +145,7 @@ class DiscordEmulator(VoiceLifeApi):
         self._actions = UserActions(self._state, self._commands, self._interactions, self._hub)
         self._speakers: dict[int, FakeSpeaker] = {}
         self._unmapped: dict[int, RtpStream] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("emulator")  # a failed one is reported to the loop's handler
         self._runners: list[web.AppRunner] = []
         self._material: certs.EmulatorCertificate | None = None
         self._api_port = 0
@@ -248,10 +246,7 @@ class DiscordEmulator(VoiceLifeApi):
         if self._phase == "closed":
             return
         self._phase = "closed"
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.aclose()
         await self._hub.aclose()
         await self._voice.aclose()
         for runner in reversed(self._runners):
@@ -363,15 +358,8 @@ class DiscordEmulator(VoiceLifeApi):
                 self._state.set_voice(user_id, in_voice=True, session_id=f"voice-session-{user_id}")
         return speaker
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("emulator background task %s failed", task.get_name(), exc_info=task.exception())
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.spawn(coro, name=name)
 
     def speaker(self, user_id: int) -> FakeSpeaker:
         """The speaker of a user added with :meth:`add_user`.

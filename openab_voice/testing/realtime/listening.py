@@ -12,7 +12,6 @@ and announced with ``conversation.item.input_audio_transcription.completed``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
@@ -27,6 +26,7 @@ from openai.types.realtime.conversation_item_input_audio_transcription_completed
 )
 from websockets.exceptions import ConnectionClosed
 
+from openab_voice.tasks import TaskOwner
 from openab_voice.testing.realtime.conversation import HeldItem, audio_ms
 from openab_voice.testing.realtime.response_objects import ConnectionDropped, SendEvent
 from openab_voice.testing.realtime.speech import Listener
@@ -66,7 +66,7 @@ class ServerListening:
         self._interrupt = interrupt
         self._vad = EnergyVad()
         self._speech_item: str | None = None
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskOwner("loopback realtime listening")  # the session closes it
 
     async def appended(self, pcm: bytes) -> None:
         """Audio was appended to the input buffer."""
@@ -111,9 +111,7 @@ class ServerListening:
         audio = self._config().audio
         if audio is None or audio.input is None or audio.input.transcription is None:
             return
-        task = asyncio.create_task(self._transcribe(held), name=f"realtime-transcribe-{held.id}")
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks.spawn(self._transcribe(held), name=f"realtime-transcribe-{held.id}")
 
     async def _transcribe(self, held: HeldItem) -> None:
         text = await self._listener.transcribe(held.audio)

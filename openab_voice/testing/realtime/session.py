@@ -47,6 +47,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from openab_voice.clock import Clock
+from openab_voice.tasks import TaskOwner
 from openab_voice.testing.realtime.conversation import Conversation
 from openab_voice.testing.realtime.faults import Faults
 from openab_voice.testing.realtime.items import ItemDesk
@@ -110,7 +111,7 @@ class LoopbackSession:
         self._ws = connection
         self._services = services
         self._active: ResponseRun | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("loopback realtime session")
         self._send_lock = asyncio.Lock()
         self._changed = asyncio.Condition()
         self._dropped = False
@@ -197,10 +198,8 @@ class LoopbackSession:
         finally:
             if self._active is not None:
                 self._active.cancel()
-            tasks = [*self._tasks, *self.listening.tasks]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._tasks.aclose()
+            await self.listening.tasks.aclose()
             self.closed.set()
             await self._notify()
 
@@ -336,9 +335,7 @@ class LoopbackSession:
         )
         self._active = run
         self.responses.append(run.record)
-        task = asyncio.create_task(self._run(run), name=f"realtime-{run.id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._run(run), name=f"realtime-{run.id}")
 
     async def _run(self, run: ResponseRun) -> None:
         try:
