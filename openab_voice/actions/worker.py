@@ -116,6 +116,7 @@ class ExecutorWorker:
         if self._cancel_listener is None:
             return
         self._cancel_listener.start()
+        # A thread's wait in real time: the listener connects to PostgreSQL on its own thread.
         if not await asyncio.to_thread(self._cancel_listener.wait_listening, _LISTEN_WAIT_S):
             log.warning("not listening for cancels yet; the heartbeat carries them meanwhile")
 

@@ -15,7 +15,7 @@ from typing import Any
 from openab_voice.actions.ports import button_id, parse_button_id
 from openab_voice.app import build_app, probe_realtime
 from openab_voice.bus import EventBus
-from openab_voice.clock import Clock, SystemClock
+from openab_voice.clock import Clock, SystemClock, wait_for
 from openab_voice.config import Settings
 from openab_voice.demo.realtime import loopback_provider
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
@@ -217,7 +217,7 @@ async def run_demo(
             if h.actions is not None:
                 # A confirmed action still running gets a bounded while to finish and post its result.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(h.actions.executor.wait_idle(), ACTION_GRACE_S)
+                    await wait_for(clock, ACTION_GRACE_S, h.actions.executor.wait_idle())
             status = await h.command("status")
             if not quiet:
                 print(status)

@@ -36,7 +36,7 @@ import discord
 from discord.gateway import DiscordVoiceWebSocket
 from discord.voice_state import ConnectionFlowState, VoiceConnectionState
 
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class SupervisedConnectionState(VoiceConnectionState):
         voice_client: the client (``VoiceClient.create_connection_state`` passes itself).
         hook: discord.py's websocket hook (every JSON voice op).
         life: told about every loss, rejoin and failure.
-        clock: for the back-off between resume attempts.
+        clock: for the back-off between resume attempts and each attempt's bound.
     """
 
     def __init__(
@@ -244,7 +244,7 @@ class SupervisedConnectionState(VoiceConnectionState):
                 await self._clock.sleep(delay)
                 delay *= 2
             try:
-                ws = await asyncio.wait_for(self._open_resumed(seq_ack), timeout=self._policy.timeout_s)
+                ws = await wait_for(self._clock, self._policy.timeout_s, self._open_resumed(seq_ack))
             except discord.ConnectionClosed as exc:
                 log.info("voice RESUME refused (%s)", exc.code)
                 if exc.code == CLOSE_SESSION_INVALID:

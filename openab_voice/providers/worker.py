@@ -92,5 +92,7 @@ class WorkerThread:
         mine = {job for job in self._jobs if job.get_loop() is loop and not job.done()}
         self._jobs.clear()
         if mine:
+            # On the loop's clock, not an injected one: these jobs run on a real thread in real time,
+            # and a provider is built without a clock; the bound is only how long a close may wait.
             await asyncio.wait(mine, timeout=self._close_timeout_s)
         self._executor.shutdown(wait=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import davey
 import pytest
@@ -17,7 +18,13 @@ from openab_voice.bench.receive import RtpSender, opus_tone
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
 from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
-from openab_voice.discord.reconnect import Recovery, moved, recovery_for
+from openab_voice.discord.reconnect import (
+    Recovery,
+    ResumePolicy,
+    SupervisedConnectionState,
+    moved,
+    recovery_for,
+)
 from openab_voice.discord.transport import XCHACHA, cipher_for
 from openab_voice.discord.voice_client import DAVE_MAGIC, _TransportOnly
 from openab_voice.testing.emulator.mls import DaveGroup
@@ -207,3 +214,55 @@ def test_which_server_updates_move_the_call(state: ConnectionFlowState, token: s
     update = {"token": "t1", "endpoint": "127.0.0.1:1", "guild_id": "1"}
     assert moved(state, token, update) is is_move
     assert not moved(state, token, {**update, "endpoint": None})  # "awaiting endpoint"
+
+
+class _HangingResume(SupervisedConnectionState):
+    """A connection state whose RESUME websocket never reaches op 9 (a server gone quiet)."""
+
+    def __init__(self, clock: FakeClock, policy: ResumePolicy) -> None:
+        super().__init__(cast(Any, None), hook=None, life=None, clock=clock, policy=policy)
+        self.opened = 0
+        self.abandoned = 0
+
+    async def _open_resumed(self, seq_ack: int) -> Any:
+        self.opened += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.abandoned += 1
+            raise
+
+
+class _ClosedWs:
+    seq_ack = 7
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_each_resume_attempt_is_bounded_on_the_injected_clock() -> None:
+    clock = FakeClock()
+    state = _HangingResume(clock, ResumePolicy(attempts=2, timeout_s=5.0, backoff_s=0.25))
+    try:
+        state.ws = cast(Any, _ClosedWs())
+        resuming = asyncio.ensure_future(state._resume())
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert state.opened == 1
+        clock.advance(4.9)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert state.abandoned == 0 and not resuming.done()  # no real time counts, only the clock's
+        clock.advance(0.1)  # the first attempt's 5 s: cancelled, then the back-off
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert state.abandoned == 1 and state.opened == 1
+        clock.advance(0.25)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert state.opened == 2
+        clock.advance(5.0)
+        assert await resuming is False  # both attempts timed out: the caller rejoins
+        assert state.abandoned == 2 and state.resumes == 0
+    finally:
+        state._socket_reader.stop()
