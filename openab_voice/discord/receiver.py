@@ -25,6 +25,7 @@ import asyncio
 import collections
 import contextlib
 import copy
+import enum
 import logging
 import threading
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from openab_voice.discord.pipeline import DaveDecryptor, ReceivePipeline, Receiv
 from openab_voice.discord.transport import TransportCipher, cipher_for
 from openab_voice.priority import boost_audio_thread
 
-__all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverSettings", "VoiceReceiver"]
+__all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverPhase", "ReceiverSettings", "VoiceReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,14 @@ class _Stop:
 
 _Control = _Map | _Remove | _Transport | _DaveSource | _Cut | _Tick | _Barrier | _Stop
 _Item = tuple[bytes, float] | _Control
+
+
+class ReceiverPhase(enum.Enum):
+    """Where a :class:`VoiceReceiver` is in its life (it only moves forward)."""
+
+    NEW = "new"  # packets are queued; nothing decodes them yet
+    RUNNING = "running"  # the worker thread and the ticker run
+    CLOSED = "closed"  # stopped: held frames played out, every subscription ended
 
 
 class FrameSubscription:
@@ -174,7 +183,7 @@ class VoiceReceiver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._closed = False
+        self.phase = ReceiverPhase.NEW
         self._refused_seen = 0
         self._feed_failures = 0  # written by the reader thread only
         self._reader_boosted = False  # written by the reader thread only
@@ -199,8 +208,9 @@ class VoiceReceiver:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the worker thread and the ticker; call on ``loop``'s thread, once."""
-        if self._thread is not None or self._closed:
+        if self.phase is not ReceiverPhase.NEW:
             return
+        self.phase = ReceiverPhase.RUNNING
         self._loop = loop
         self._bus.bind_loop(loop)
         self._thread = threading.Thread(target=self._run, name="openab-voice-receive", daemon=True)
@@ -209,15 +219,16 @@ class VoiceReceiver:
 
     async def aclose(self) -> None:
         """Stop the worker (bounded wait), play out held frames, end every subscription. Idempotent."""
-        if self._closed:
+        if self.phase is ReceiverPhase.CLOSED:
             return
-        self._closed = True
+        self.phase = ReceiverPhase.CLOSED
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.wait([self._ticker])
         self._inbox.put(_Stop(self._clock.monotonic()))
         self._inbox.close()
         if self._thread is not None:
+            # A thread's join, so on real time: the worker runs on its own thread whatever the clock.
             await asyncio.to_thread(self._thread.join, _JOIN_TIMEOUT_S)
             if self._thread.is_alive():
                 log.warning("receive worker did not stop within %.1f s", _JOIN_TIMEOUT_S)
@@ -270,7 +281,7 @@ class VoiceReceiver:
 
     async def sync(self) -> None:
         """Wait until everything fed or sent before this call is processed and its frames delivered."""
-        if self._thread is None or self._closed:
+        if self.phase is not ReceiverPhase.RUNNING:
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()

@@ -15,6 +15,7 @@ engine stays down.
 
 from __future__ import annotations
 
+import enum
 import logging
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -36,9 +37,20 @@ from openab_voice.providers.realtime_openai import (
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
     from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
 
-__all__ = ["ProviderSession", "ResponseRoute"]
+__all__ = ["LinkPhase", "ProviderSession", "ResponseRoute"]
 
 log = logging.getLogger(__name__)
+
+
+class LinkPhase(enum.Enum):
+    """Where a :class:`ProviderSession` is: ``connecting`` -> ``up`` <-> ``down``, then ``failed``
+    (a failure that is not retried) or ``closed``."""
+
+    CONNECTING = "connecting"  # the first session is being opened: nothing was lost yet
+    UP = "up"  # a session is open (:attr:`ProviderSession.link`)
+    DOWN = "down"  # ProviderLost was reported; reconnecting with backoff, Recovered owed
+    FAILED = "failed"  # not retried (:attr:`ProviderSession.failure`): the session stays down
+    CLOSED = "closed"  # close() was called
 
 
 class ResponseRoute(Protocol):
@@ -76,15 +88,23 @@ class ProviderSession:
         self._route = route
         self.link: RealtimeLink | None = None
         """The session now (None while down)."""
-        self.lost = False
-        """``ProviderLost`` was reported and ``Recovered`` is still owed."""
+        self.phase = LinkPhase.CONNECTING
         self.failure: OpenabError | None = None
         """A failure that is not retried (auth, unknown model): the session stays down."""
         self.advisory: list[str] = []
         """The provider's own speech events, kept for inspection; never acted on."""
         self._stale: set[str] = set()  # provider response ids whose events are dropped
         self._orphans = 0  # responses cancelled before their response.created arrived
-        self._closed = False
+
+    @property
+    def lost(self) -> bool:
+        """``ProviderLost`` was reported and ``Recovered`` has not followed (it never does once failed)."""
+        return self.phase in (LinkPhase.DOWN, LinkPhase.FAILED)
+
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` was called (read after each await: it may come while a session opens)."""
+        return self.phase is LinkPhase.CLOSED
 
     @property
     def model(self) -> str:
@@ -100,7 +120,7 @@ class ProviderSession:
     async def run(self) -> None:
         """Keep a session up until :meth:`close` (or a failure that is not retried)."""
         delay = self._settings.reconnect_initial_s
-        while not self._closed:
+        while not self.closed:
             try:
                 link = await self._open()
             except OpenabError as exc:
@@ -111,9 +131,13 @@ class ProviderSession:
                 continue
             self._stale.clear()  # a fresh session: no response of the old one can arrive here
             self._orphans = 0
+            if self.closed:  # closed while it opened: nobody reads it
+                await link.close()
+                return
             self.link = link
-            if self.lost:
-                self.lost = False
+            recovered = self.phase is LinkPhase.DOWN
+            self.phase = LinkPhase.UP
+            if recovered:
                 self._b.report(Recovered())
             try:
                 error = await self._read(link)
@@ -121,7 +145,7 @@ class ProviderSession:
                 if self.link is link:
                     self.link = None
                 await link.close()
-            if self._closed:
+            if self.closed:
                 return
             delay = self._settings.reconnect_initial_s
             if not self._down(error):
@@ -129,7 +153,7 @@ class ProviderSession:
 
     async def close(self) -> None:
         """Close the session now (the task running :meth:`run` is the owner's to cancel)."""
-        self._closed = True
+        self.phase = LinkPhase.CLOSED
         link, self.link = self.link, None
         if link is not None:
             await link.close()
@@ -159,12 +183,15 @@ class ProviderSession:
     def _down(self, error: OpenabError) -> bool:
         """The session is gone (or never came): report it; False when it must not be retried."""
         log.warning("realtime session down: %s", error)
-        if not self.lost:
-            self.lost = True
+        if self.closed:
+            return False  # closed while a session opened or was read: nothing to report or retry
+        if self.phase is not LinkPhase.DOWN:
             self._b.report(ProviderLost(code=error.code, message=error.message, retryable=error.retryable))
+        self.phase = LinkPhase.DOWN
         self._publish(error, model=True)
         if not error.retryable:
             self.failure = error
+            self.phase = LinkPhase.FAILED
             return False
         return True
 
