@@ -61,7 +61,7 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bench.realtime import LoopbackRealtimeServer, realtime_providers, realtime_server
 from openab_voice.bench.stats import summary
 from openab_voice.bus.events import Event
-from openab_voice.clock import Clock, SystemClock
+from openab_voice.clock import Clock, SystemClock, wait_for
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import (
@@ -422,7 +422,7 @@ async def _barge_in_round(s: _Session, clips: _Clips, samples: _Samples) -> None
 
         if not await s.poll(concluded, _CONCLUDE_S):
             await s.settle()
-        last = await asyncio.wait_for(answer_end, _WAIT_S)
+        last = await wait_for(s.clock, _WAIT_S, answer_end)
     finally:
         answer_end.cancel()
     if not s.of(InterruptionDetected, mark):

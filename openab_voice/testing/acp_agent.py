@@ -205,12 +205,12 @@ class ScriptedAgent:
             case "slow":
                 await self._say(session_id, "Starting a long piece of work.")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)
+                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)  # noqa: TID251 -- the agent's own process, on real time
                 return PromptResponse(stop_reason="cancelled" if self._cancelled.is_set() else "end_turn")
             case "cancel-end-turn":
                 await self._say(session_id, "Working until cancelled.")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)
+                    await asyncio.wait_for(self._cancelled.wait(), SLOW_TURN_S)  # noqa: TID251 -- the agent's own process, on real time
                 await self._ask(
                     session_id, "late-edit", "Edit after cancel", "edit", ("allow_once", "reject_once")
                 )

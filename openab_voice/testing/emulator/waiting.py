@@ -17,7 +17,7 @@ class HangGuard:
     does not finish within the given seconds."""
 
     def __init__(self, seconds: float, message: str) -> None:
-        self._timeout = asyncio.timeout(seconds)
+        self._timeout = asyncio.timeout(seconds)  # noqa: TID251 -- a hang guard, on the loop's timer on purpose
         self._message = message
 
     async def __aenter__(self) -> None:
