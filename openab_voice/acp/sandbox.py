@@ -26,6 +26,7 @@ from openab_voice.acp.types import Workspace
 from openab_voice.config import SECRET_ENV
 from openab_voice.errors import AcpError
 
+# Wall-clock: the probe is a real bubblewrap process, started synchronously at start-up or self-test.
 _PROBE_TIMEOUT_S = 10.0
 _OUR_SECRET_NAMES = tuple(SECRET_ENV.values())
 

@@ -77,7 +77,7 @@ class SettledListener:
         """Stop listening; returns within about one wait. Idempotent."""
         self._stopped.set()
         if self._thread.is_alive():
-            self._thread.join(_WAIT_S * 4)
+            self._thread.join(_WAIT_S * 4)  # a thread's join: real time, whatever clock the store has
 
     def _run(self) -> None:
         import psycopg  # the `postgres` extra; only a PostgreSQL store builds a listener
