@@ -24,7 +24,8 @@ Threads and ownership:
   running late would look like a speaker who stopped, and an utterance would be split in two.
 
 Pipelines are created on a speaker's first processed frame (provider start-up happens on the worker,
-not the reader thread) and freed by :meth:`FrontEnd.remove_speaker` at the next batch.
+not the reader thread) and freed by :meth:`FrontEnd.remove_speaker` at the next batch
+(:class:`~openab_voice.audio.speakers.PipelineFactory` builds them and reports it).
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 
 from openab_voice.audio.capture_stream import (
@@ -44,19 +43,13 @@ from openab_voice.audio.capture_stream import (
     SpeechSink,
 )
 from openab_voice.audio.echo_gate import mean_square
-from openab_voice.audio.events import (
-    AudioPipelineStarted,
-    AudioPipelineStopped,
-    AudioProcessingError,
-    CapturePaused,
-    SpeechEnded,
-    SpeechStarted,
-)
+from openab_voice.audio.events import CapturePaused, SpeechEnded, SpeechStarted
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
 from openab_voice.audio.resample import Chunk, Chunker, Resampler
 from openab_voice.audio.ring import FrameRing
 from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.audio.speakers import PipelineFactory, Speaker
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
@@ -70,18 +63,11 @@ from openab_voice.providers.base import (
     VadConfig,
     VoiceActivityDetector,
 )
-from openab_voice.providers.registry import ProviderRegistry, apm_registry, vad_registry
+from openab_voice.providers.registry import ProviderRegistry
 
 log = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 2.0
-
-
-@dataclass(slots=True)
-class _Speaker:
-    ring: FrameRing
-    pipeline: SpeakerPipeline | None = None
-    retry_at: float | None = None
 
 
 class FrontEnd:
@@ -115,24 +101,21 @@ class FrontEnd:
         self.settings = settings = settings or FrontEndSettings()
         self._clock = clock
         self._interval = interval_s
-        apm_reg = apm_providers or apm_registry()
-        vad_reg = vad_providers or vad_registry()
-        apm_cfg, vad_cfg = settings.apm_config(), settings.vad_config()
-        self._new_apm: Callable[[], AudioProcessor] = lambda: apm_reg.create(settings.apm_provider, apm_cfg)
-        self._new_vad: Callable[[], VoiceActivityDetector] = lambda: vad_reg.create(
-            settings.vad_provider, vad_cfg
+        self._outbox: collections.deque[Event] = collections.deque()
+        self._batch: list[CaptureItem] = []  # the batch being processed: frames and speech marks
+        # Providers are checked here, at start-up: a missing library or model is an error now, not
+        # a surprise on the first speaker's first frame.
+        self._pipelines = PipelineFactory(
+            settings,
+            clock=clock,
+            emit=self._from_pipeline,
+            apm_providers=apm_providers,
+            vad_providers=vad_providers,
         )
-        # Build (and discard) one instance of each now: a missing library or model is a start-up
-        # error here, not a surprise on the first speaker's first frame.
-        probe_apm = self._new_apm()
-        self.apm_capabilities: ApmCapabilities = probe_apm.capabilities
-        probe_apm.close()
-        probe_vad = self._new_vad()
-        self.vad_capabilities: VadCapabilities = probe_vad.capabilities
-        probe_vad.close()
+        self.apm_capabilities: ApmCapabilities = self._pipelines.apm_capabilities
+        self.vad_capabilities: VadCapabilities = self._pipelines.vad_capabilities
         if self.degraded:
             log.warning("audio front end is degraded: %s", ", ".join(self.degraded_reasons))
-        self._outbox: collections.deque[Event] = collections.deque()
         self._render_ring = FrameRing(
             "render", settings.render_ring_frames, clock=clock, emit=self._outbox.append
         )
@@ -143,12 +126,11 @@ class FrontEnd:
         self._render_recent: collections.deque[Chunk] = collections.deque(
             maxlen=max(1, settings.render_history_ms // 10)
         )
-        self._speakers: dict[str, _Speaker] = {}
+        self._speakers: dict[str, Speaker] = {}
         self._speakers_lock = threading.Lock()
-        self._removed: collections.deque[tuple[_Speaker, str]] = collections.deque()
+        self._removed: collections.deque[tuple[Speaker, str]] = collections.deque()
         self._process_lock = threading.Lock()
         self._delivery = CaptureDelivery(bus=bus, session_id=session_id)
-        self._batch: list[CaptureItem] = []  # the batch being processed: frames and speech marks
         self._watermark: float | None = None  # capture time up to which the receiver pushed everything
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,14 +143,7 @@ class FrontEnd:
     @property
     def degraded_reasons(self) -> tuple[str, ...]:
         """Why the front end does not clean audio as a production setup should (empty when fine)."""
-        caps = self.apm_capabilities
-        reasons = []
-        if caps.degraded:
-            reasons.append(f"apm_{caps.name}")
-        for stage in ("echo_cancellation", "noise_suppression", "auto_gain_control", "high_pass_filter"):
-            if not caps.degraded and not getattr(caps, stage):
-                reasons.append(f"{stage}_off")
-        return tuple(reasons)
+        return self._pipelines.degraded_reasons
 
     @property
     def degraded(self) -> bool:
@@ -196,7 +171,7 @@ class FrontEnd:
         with self._speakers_lock:
             speaker = self._speakers.get(frame.speaker_id)
             if speaker is None:
-                speaker = _Speaker(self._capture_ring(frame.speaker_id))
+                speaker = Speaker(self._capture_ring(frame.speaker_id))
                 self._speakers[frame.speaker_id] = speaker
         speaker.ring.push(frame)
         self._wake.set()
@@ -346,49 +321,8 @@ class FrontEnd:
             speaker_id=speaker_id,
         )
 
-    def _start(self, speaker: _Speaker) -> SpeakerPipeline | None:
-        speaker_id = speaker.ring.speaker_id or ""
-        now = self._clock.monotonic()
-        if speaker.retry_at is not None and now < speaker.retry_at:
-            return None
-        try:
-            pipeline = SpeakerPipeline(
-                speaker_id,
-                self.settings,
-                apm_factory=self._new_apm,
-                vad_factory=self._new_vad,
-                apm_provider=self.settings.apm_provider,
-                clock=self._clock,
-                emit=self._from_pipeline,
-            )
-        except OpenabError as exc:  # ProviderUnavailable after a successful start-up: report, retry
-            speaker.retry_at = now + 1.0
-            self._outbox.append(
-                AudioProcessingError(
-                    at=now,
-                    speaker_id=speaker_id,
-                    component="pipeline",
-                    provider=self.settings.apm_provider,
-                    code=exc.code,
-                    message=exc.message[:300],
-                    recovered=False,
-                    generation=0,
-                )
-            )
-            return None
-        for chunk in self._render_recent:
-            pipeline.add_render(chunk)
-        self._outbox.append(
-            AudioPipelineStarted(
-                at=now,
-                speaker_id=speaker_id,
-                apm_provider=self.apm_capabilities.name,
-                vad_provider=self.vad_capabilities.name,
-                degraded=self.degraded,
-                degraded_reasons=self.degraded_reasons,
-            )
-        )
-        return pipeline
+    def _start(self, speaker: Speaker) -> SpeakerPipeline | None:
+        return self._pipelines.start(speaker, self._render_recent)
 
     def _from_pipeline(self, event: Event) -> None:
         """A pipeline's event (processing thread, under the process lock): queued for the bus, and a
@@ -397,22 +331,9 @@ class FrontEnd:
         if isinstance(event, SpeechStarted | SpeechEnded | CapturePaused):
             self._batch.append(event)
 
-    def _stop(self, speaker: _Speaker, reason: str) -> ProcessedFrame | None:
+    def _stop(self, speaker: Speaker, reason: str) -> ProcessedFrame | None:
         """Close the speaker's pipeline; returns the frame that ends its speech in progress, if any."""
-        pipeline, speaker.pipeline = speaker.pipeline, None
-        speaker.ring.clear()
-        if pipeline is None:
-            return None
-        end = pipeline.close(reason)
-        self._outbox.append(
-            AudioPipelineStopped(
-                at=self._clock.monotonic(),
-                speaker_id=pipeline.speaker_id,
-                reason=reason,
-                frames=pipeline.frames,
-            )
-        )
-        return end
+        return self._pipelines.stop(speaker, reason)
 
     def _emit(self, event: Event) -> None:
         self._outbox.append(event)
