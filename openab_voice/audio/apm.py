@@ -109,6 +109,17 @@ class ApmStage:
             return np.zeros(self.chunk_samples, dtype=np.int16), False
         return np.frombuffer(out, dtype=np.int16), True
 
+    def restart(self, audio_time: float) -> None:
+        """Replace the instance with a fresh one now: the echo path moved where this AEC cannot
+        follow it quickly (:mod:`~openab_voice.audio.coupling`); a fresh AEC3 converges faster than
+        an aligned one re-aligns. Re-converging from ``audio_time``, as after a failure."""
+        old, self._apm = self._apm, None
+        if old is not None:
+            with contextlib.suppress(Exception):  # a close that fails leaves nothing to keep
+                old.close()
+        self._retry_at = None
+        self._retry(audio_time)
+
     def close(self) -> None:
         """Release the processor (idempotent)."""
         apm, self._apm = self._apm, None

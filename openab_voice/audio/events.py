@@ -148,6 +148,7 @@ class CapturePaused(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EchoCouplingDetected(Event):
     """A speaker's raw capture was seen to carry the bot's playback: its APM now gets the reference.
+    Published again when a coupled speaker's echo path got shorter and its APM started afresh.
 
     Attributes:
         correlation: the last check's peak normalised correlation of raw capture with the render.

@@ -196,7 +196,7 @@ class SpeakerPipeline:
         for chunk in chunks:
             take = self.render.take(chunk.timestamp)
             if self.coupling.observe(chunk.samples, take.chunk):
-                self._coupled()
+                self._coupled(chunk.timestamp)
             # Only a speaker whose microphone carries the bot gets the reference: AEC3 fed a render
             # that is not in the capture suppresses the person talking over the bot.
             render = take.chunk.samples if take.chunk is not None and self.coupling.coupled else None
@@ -381,7 +381,9 @@ class SpeakerPipeline:
             )
         )
 
-    def _coupled(self) -> None:
+    def _coupled(self, audio_time: float) -> None:
+        if self.coupling.new_paths:  # coupled before, now on a shorter echo path: AEC3 starts afresh
+            self.apm.restart(audio_time)
         self._emit(
             EchoCouplingDetected(
                 at=self._clock.monotonic(),
