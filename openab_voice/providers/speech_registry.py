@@ -57,6 +57,10 @@ class SttConfig:
         tail_pad_ms: silence appended to the fast path's encoder input (helps the model end).
         max_tokens_per_second: token budget per second of audio (speech is ~3-4 tokens/s).
         token_margin: extra tokens on top of the per-second budget.
+        stage_tokens_per_second: the fast path decodes in stages: first this many tokens per second
+            of audio plus ``stage_margin``, more only when the text has neither ended nor started
+            over by then (0: one stage, the whole budget).
+        stage_margin: extra tokens in a stage (at least 3: a loop shows once 3 tokens are copied).
         min_tokens_per_second: in ``"auto"``, a guard-cut final below this rate is re-decoded padded.
         fallback_confidence: in ``"auto"``, a final below this confidence (with speech) is re-decoded.
         model_path: a local CTranslate2 Whisper directory that overrides ``model``.
@@ -73,6 +77,8 @@ class SttConfig:
     tail_pad_ms: int = 500
     max_tokens_per_second: float = 6.0
     token_margin: int = 6
+    stage_tokens_per_second: float = 3.0
+    stage_margin: int = 5
     min_tokens_per_second: float = 1.0
     fallback_confidence: float = 0.5
     model_path: str | None = None
@@ -92,6 +98,8 @@ class SttConfig:
             raise bad("language", "tiny.en transcribes English only")
         if self.max_tokens_per_second <= 0 or self.token_margin < 1 or not 0 <= self.tail_pad_ms <= 5000:
             raise bad("max_tokens_per_second", "token budget and tail padding must be positive")
+        if self.stage_tokens_per_second < 0 or self.stage_margin < 3:
+            raise bad("stage_tokens_per_second", "must be >= 0, with a stage_margin of at least 3")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,7 +32,9 @@ from openab_voice.providers.stt_faster_whisper import (
     FasterWhisperStt,
     create,
     guard_tokens,
+    loop_cut,
     resolve_model_dir,
+    stage_tokens,
     token_budget,
 )
 
@@ -111,11 +113,28 @@ def test_base_model_is_assembled_once_in_the_cache(tmp_path: Path) -> None:
     assert not list(model_dir.glob("*.tmp"))
 
 
+def test_a_loop_shows_once_three_tokens_are_copied_and_only_then() -> None:
+    sentence = [11, 12, 13, 14, 15, 16]
+    assert loop_cut([*sentence, 11, 12]) is None  # two copied tokens: the text may go on differently
+    assert loop_cut([*sentence, 11, 12, 13]) == len(sentence)  # it started over
+    assert loop_cut([5, 9, 9, 9]) == 2  # one token three times in a row: cut after the first
+    assert loop_cut(sentence) is None
+    assert loop_cut([]) is None
+
+
+def test_the_first_stage_is_bounded_by_the_budget() -> None:
+    assert stage_tokens(2.0, per_second=3.0, margin=5, budget=18) == 11
+    assert stage_tokens(10.0, per_second=3.0, margin=5, budget=18) == 18
+    assert stage_tokens(2.0, per_second=0.0, margin=5, budget=18) == 18  # staging off
+
+
 def test_config_is_validated() -> None:
     with pytest.raises(ConfigError):
         SttConfig(language="de")  # tiny.en is English only
     with pytest.raises(ConfigError):
         SttConfig(final_mode="slow")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="stage"):
+        SttConfig(stage_margin=2)  # a loop could not show within the stage
     assert SttConfig(model="base", language="de").language == "de"
 
 
@@ -143,6 +162,32 @@ def test_a_batch_decodes_each_utterance_as_well_as_alone(stt: FasterWhisperStt) 
         assert word_error_rate(CLIPS[name], hyp.text) <= word_error_rate(CLIPS[name], alone.text) + 0.05
         assert hyp.confidence is not None and hyp.confidence > 0.5
     assert results[-1] == Hypothesis(text="", confidence=None, no_speech_prob=None)  # too short to decode
+
+
+def test_a_staged_decode_says_what_one_whole_decode_says_and_stops_a_loop_early(
+    stt: FasterWhisperStt,
+) -> None:
+    whole = create(SttConfig(stage_tokens_per_second=0))
+    try:
+        # Cut short, these loop on the fast path: the text starts over until the budget runs out.
+        looping = [scenes.load_clip("bob")[:12_800], scenes.load_clip("far_end")[:16_000]]
+        clips = [scenes.load_clip(n) for n in CLIPS] + looping
+        staged_before = stt.stats["staged"]
+        for audio in clips:
+            for final in (True, False):
+                one, staged = whole.transcribe(audio, final=final), stt.transcribe(audio, final=final)
+                assert staged.text == one.text
+                assert staged.confidence == pytest.approx(one.confidence, abs=0.01)
+                assert staged.no_speech_prob == pytest.approx(one.no_speech_prob, abs=1e-6)
+        batch = [(audio, True) for audio in clips]
+        assert [h.text for h in stt.transcribe_batch(batch)] == [  # type: ignore[union-attr]
+            h.text  # type: ignore[union-attr]
+            for h in whole.transcribe_batch(batch)
+        ]
+        assert whole.stats["staged"] == 0
+        assert stt.stats["staged"] > staged_before  # some decode stopped at its first stage's loop
+    finally:
+        whole.close()
 
 
 def test_silence_and_noise_score_as_no_speech(stt: FasterWhisperStt) -> None:
