@@ -68,6 +68,10 @@ log = logging.getLogger(__name__)
 _Progress = AudioStarted | ToolStarted | ToolFinished | ResponseFinished | ResponseFailed
 
 _WRITE_FRAMES = 10  # 200 ms of audio per write to the output
+# The first synthesis unit may end at a clause boundary this far in ("Paris is the capital of France,"),
+# so the first audio does not wait for a long first sentence's synthesis; shorter pieces ("Well,")
+# wait for more, so a unit is never a lone word.
+FIRST_CLAUSE_CHARS = 16
 
 
 class ToolPath(Protocol):
@@ -332,7 +336,11 @@ class ResponseRunner:
         self, messages: list[ChatMessage], specs: list[ToolSpec], queue: asyncio.Queue[int | None]
     ) -> tuple[str, list[ToolCall], bool]:
         """One model call: (its text, its tool calls, whether more sentences may follow)."""
-        segmenter = SentenceSegmenter(labels=self._request.labels, own_name=self._request.own_name)
+        segmenter = SentenceSegmenter(
+            labels=self._request.labels,
+            own_name=self._request.own_name,
+            first_clause_chars=FIRST_CLAUSE_CHARS,
+        )
         parts: list[str] = []
         calls: list[ToolCall] = []
         with _stage("llm"):

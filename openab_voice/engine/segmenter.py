@@ -8,6 +8,11 @@ whitespace, or at a newline. A terminator at the very end of the buffer waits fo
 "vs."), initials ("J. R. R."), decimals ("3.5"), numbered-list markers ("1. "), and anything inside
 a fenced code block, which is skipped entirely (code goes to the text channel, not the voice).
 
+With ``first_clause_chars`` set (the cascade's responses), the **first** piece ends at the first clause
+boundary once it is that long, even before the first sentence's end: the bot's first audio waits for
+the synthesis of "Paris is the capital of France," rather than of the whole first sentence (Piper
+takes about 20 ms per word of a sentence before any of it is heard).
+
 A long run without a sentence end is cut at the last clause boundary (``,``, ``;``, ``:``, a dash)
 once it passes ``soft_limit`` characters, or at the last space past ``hard_limit``, so a model that
 never writes a full stop still gets a voice early.
@@ -54,6 +59,8 @@ class SentenceSegmenter:
         min_chars: a forced cut never leaves a piece shorter than this.
         labels: speaker names a sentence may start with as a ``name:`` label (stripped).
         own_name: the bot's name (stripped as a label or vocative; a sentence of only it is dropped).
+        first_clause_chars: the first piece may end at a clause boundary once it is this long
+            (None: it ends where a sentence ends, like every other).
     """
 
     def __init__(
@@ -64,9 +71,14 @@ class SentenceSegmenter:
         min_chars: int = 20,
         labels: Sequence[str] = (),
         own_name: str | None = None,
+        first_clause_chars: int | None = None,
     ) -> None:
         if not 0 < min_chars < soft_limit <= hard_limit:
             raise ValueError("need 0 < min_chars < soft_limit <= hard_limit")
+        if first_clause_chars is not None and first_clause_chars < 1:
+            raise ValueError("first_clause_chars must be positive")
+        self._first_clause = first_clause_chars
+        self._pieces = 0
         self._labels = tuple(labels)
         self._own_name = own_name
         self._soft = soft_limit
@@ -129,21 +141,40 @@ class SentenceSegmenter:
         if fence is None and not final and buf.endswith("`"):
             limit = len(buf.rstrip("`"))
         end = self._sentence_end(buf, limit, final=final, fence_next=fence is not None)
+        clause = self._first_clause_end(buf[: limit if end is None else end])
+        if clause is not None:
+            end = clause
         if end is None and fence is not None:
             end = fence.start()
             self._in_fence = True
             self._fence = fence.group(0)
             self._buffer = buf[fence.end() :]
+            self._pieces += 1
             return buf[:end]
         if end is None:
             end = self._forced_cut(buf[:limit])
         if end is None:
             if final and buf:
                 self._buffer = ""
+                self._pieces += 1
                 return buf
             return None
         self._buffer = buf[end:]
+        self._pieces += 1
         return buf[:end]
+
+    def _first_clause_end(self, text: str) -> int | None:
+        """Where the first piece ends at a clause boundary (``first_clause_chars``), or None.
+
+        Decided on text that is already certain (a boundary needs the space after it), so the cut is
+        the same whether the text came token by token or in one delta.
+        """
+        if self._first_clause is None or self._pieces:
+            return None
+        for match in _CLAUSE.finditer(text):
+            if match.end() >= self._first_clause:
+                return match.end()
+        return None
 
     def _sentence_end(self, buf: str, limit: int, *, final: bool, fence_next: bool) -> int | None:
         """Index just past the first certain sentence end before ``limit``, or None.

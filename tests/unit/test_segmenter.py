@@ -129,3 +129,27 @@ def test_labels_are_stripped_per_sentence_and_a_bare_wake_name_is_dropped() -> N
         out += seg.push(token)
     out += seg.flush()
     assert out == ["I'm glad.", "Bye now."]
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1000])
+def test_the_first_piece_may_end_at_a_clause_whatever_the_delta_size(step: int) -> None:
+    text = "Paris is the capital of France, and it lies on the Seine. It is big, and old."
+    seg = SentenceSegmenter(first_clause_chars=16)
+    # Only the first piece is cut early: later clauses wait for their sentence's end.
+    assert _feed(text, step, seg) == [
+        "Paris is the capital of France,",
+        "and it lies on the Seine.",
+        "It is big, and old.",
+    ]
+
+
+def test_the_first_clause_cut_is_certain_and_never_a_lone_word() -> None:
+    seg = SentenceSegmenter(first_clause_chars=16)
+    assert seg.push("Well, the capital of France") == []  # "Well," is too short to go alone
+    assert seg.push(",") == []  # a comma ends a clause only once a space follows ("5,433")
+    assert seg.push(" is Paris.") == ["Well, the capital of France,"]
+    assert seg.flush() == ["is Paris."]
+    plain = SentenceSegmenter()  # off by default: the realtime engine's transcripts are not cut
+    assert plain.push("Paris is the capital of France, and it is old. ") == [
+        "Paris is the capital of France, and it is old."
+    ]
