@@ -33,8 +33,9 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
+from openab_voice.engine.answers import answer_to
 from openab_voice.engine.cascade import cascade_engine
-from openab_voice.engine.context import ChannelNote, MemoryRecall, ShortTermContext, UserUtterance
+from openab_voice.engine.context import ChannelNote, MemoryRecall, ShortTermContext
 from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding, EngineFactory
 from openab_voice.engine.events import (
     DialogueStateChanged,
@@ -73,7 +74,7 @@ from openab_voice.engine.state import (
     transition,
 )
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy, without_address
+from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
 
@@ -364,40 +365,17 @@ class ConversationManager:
         )
         self._controller.on_final(event.speaker_id, accepted=True)
         self._cancel_timer()
-        self._prepared[turn_id] = self._answer(
-            turn_id, event.speaker_id, event.text, event.at, event.audio_end, event.audio_start
+        self._prepared[turn_id] = answer_to(
+            self._roster,
+            wake_name=self._policy.wake_name,
+            turn_id=turn_id,
+            speaker_id=event.speaker_id,
+            text=event.text,
+            at=event.at,
+            eou_at=event.audio_end,
+            audio_start=event.audio_start,
         )
         await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
-
-    def _answer(
-        self,
-        turn_id: str,
-        speaker_id: str,
-        text: str,
-        at: float,
-        eou_at: float | None,
-        audio_start: float | None = None,
-    ) -> PreparedResponse:
-        """The response to a user turn (the same for a final and for the speculation before it)."""
-        name = self._roster.display_name(speaker_id)
-        wake = self._policy.wake_name
-        # The model gets the request without the name that addressed it (see without_address).
-        user = UserUtterance(
-            turn_id=turn_id,
-            speaker_id=speaker_id,
-            speaker_name=name,
-            text=without_address(text, wake),
-            at=at,
-        )
-        return PreparedResponse(
-            user=user,
-            eou_at=eou_at,
-            audio_start=audio_start,
-            speaker_id=speaker_id,
-            labels=tuple(sorted({self._roster.display_name(h) for h in self._roster.humans()} | {name})),
-            own_name=wake,
-            cause=self._still_here(speaker_id, name),
-        )
 
     def _half_duplex_ignores(self, start: float, end: float) -> bool:
         return self._settings.mode is DialogueMode.TURN_BASED and self._floor.overlaps(start, end)
@@ -416,16 +394,17 @@ class ConversationManager:
             or self._half_duplex_ignores(event.audio_start, event.audio_end)
         ):
             return
-        ahead = self._answer(f"ahead-{event.utterance_id}", event.speaker_id, event.text, event.at, None)
+        # The same answer as the final's would get (see engine/answers.py), held until it comes.
+        ahead = answer_to(
+            self._roster,
+            wake_name=self._policy.wake_name,
+            turn_id=f"ahead-{event.utterance_id}",
+            speaker_id=event.speaker_id,
+            text=event.text,
+            at=event.at,
+            eou_at=None,
+        )
         self._responses.prepare(event.utterance_id, ahead)
-
-    def _still_here(self, speaker_id: str, name: str) -> SpeechCause:
-        """An answer is for the one who asked: once they left the channel, the rest is not said."""
-
-        def expired() -> str | None:
-            return None if speaker_id in self._roster.humans() else f"{name} left the channel"
-
-        return SpeechCause(name=f"answer to {name}", expired=expired)
 
     def _ignored(self, event: TranscriptFinal, reason: str) -> None:
         self._bus.publish(
