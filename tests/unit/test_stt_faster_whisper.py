@@ -27,16 +27,9 @@ from openab_voice.engine.utterances import DecodeJob
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.speech import Hypothesis, SpeechToText
 from openab_voice.providers.speech_registry import SttConfig
-from openab_voice.providers.stt_faster_whisper import (
-    BASE_PACKAGES,
-    FasterWhisperStt,
-    create,
-    guard_tokens,
-    loop_cut,
-    resolve_model_dir,
-    stage_tokens,
-    token_budget,
-)
+from openab_voice.providers.stt_faster_whisper import FasterWhisperStt, create
+from openab_voice.providers.whisper_guards import guard_tokens, loop_cut, stage_tokens, token_budget
+from openab_voice.providers.whisper_models import BASE_PACKAGES, resolve_model_dir
 
 
 @pytest.fixture(scope="module")
