@@ -38,7 +38,8 @@ are shed first (while a final waits for a slot, every partial that falls due is 
 counted), finals queue (oldest end of speech first) and are never dropped or cut short because
 processing fell behind; an utterance ends only where the front end's VAD ended the speech. A
 :class:`~openab_voice.engine.events.TranscriptionBacklog` reports when finals pile up (two or more
-waiting, or partials shed), at most once a second while it lasts, and when it clears.
+waiting, or partials shed), at most once a second while it lasts, and when it clears
+(:meth:`TranscriptReporter.backlog <openab_voice.engine.transcripts.TranscriptReporter.backlog>`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ import numpy.typing as npt
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
-from openab_voice.engine.events import TranscriptionBacklog
 from openab_voice.engine.stability import StabilityFilter
 from openab_voice.engine.transcripts import TranscriptReporter
 from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
@@ -60,7 +60,6 @@ from openab_voice.errors import AudioError
 from openab_voice.providers.speech import Hypothesis, SttCapabilities
 
 _END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
-_BACKLOG_REPORT_S = 1.0  # a lasting backlog is reported at most this often
 _EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)
 
 
@@ -84,10 +83,8 @@ class RedecodeCore:
         settings: TranscriberSettings | None = None,
         session_id: str | None = None,
     ) -> None:
-        self._emit = emit
         self._clock = clock
         self.settings = settings or TranscriberSettings()
-        self._session = session_id
         self._report = TranscriptReporter(emit, clock=clock, settings=self.settings, session_id=session_id)
         self._rate = capabilities.sample_rate
         self._streaming = capabilities.streaming
@@ -97,8 +94,6 @@ class RedecodeCore:
         self._ids = itertools.count(1)
         self._in_flight = 0
         self.partials_shed = 0
-        self._shed_reported = 0
-        self._backlog_at: float | None = None  # last TranscriptionBacklog while backlogged, else None
         self.closed = False
 
     # --- synchronous core -----------------------------------------------------------------------
@@ -291,7 +286,7 @@ class RedecodeCore:
         waiting = [u for sp in self._speakers.values() for u in sp.finishing if not u.speculated]
         if waiting:
             self._shed_partials()
-        self._report_backlog(waiting)
+        self._report.backlog(waiting, self._speakers.values(), partials_shed=self.partials_shed)
         return jobs
 
     def _shed_partials(self) -> None:
@@ -310,30 +305,6 @@ class RedecodeCore:
         interval = s.partial_interval_ms if utt.first_stable else s.initial_partial_interval_ms
         waited = utt.samples - utt.pre_roll - utt.decoded_at
         return waited if waited >= interval * self._rate // 1000 else None
-
-    def _report_backlog(self, waiting: list[Utterance]) -> None:
-        now = self._clock.monotonic()
-        backlogged = len(waiting) >= 2 or (bool(waiting) and self.partials_shed > self._shed_reported)
-        if backlogged:
-            if self._backlog_at is not None and now - self._backlog_at < _BACKLOG_REPORT_S:
-                return
-            self._backlog_at = now
-        elif waiting or self._backlog_at is None:
-            return  # not (or still) backlogged: nothing new to say
-        else:
-            self._backlog_at = None  # cleared
-        self._shed_reported = self.partials_shed
-        ended = [u.ended_at for u in waiting if u.ended_at is not None]
-        self._emit(
-            TranscriptionBacklog(
-                at=now,
-                session_id=self._session,
-                waiting=len(waiting),
-                talking=sum(1 for sp in self._speakers.values() if sp.current is not None),
-                partials_shed=self.partials_shed,
-                oldest_wait_ms=round((now - min(ended)) * 1000.0, 1) if ended else 0.0,
-            )
-        )
 
     def release(self, job: DecodeJob) -> None:
         self._in_flight -= 1

@@ -1,5 +1,6 @@
 """What a recognizer says about an utterance: partials through the stability filter, the rules that
-make a final usable, speculative finals and their withdrawal, discards and decode failures.
+make a final usable, speculative finals and their withdrawal, discards and decode failures; and about
+the finals waiting for a decode (the backlog reports).
 
 :class:`TranscriptReporter` turns decode results into the transcript events of
 :mod:`openab_voice.engine.events` and hands each to ``emit`` (the recognize stream's output); it
@@ -9,7 +10,7 @@ decides nothing about *when* to decode (that is :class:`~openab_voice.engine.red
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
@@ -18,6 +19,7 @@ from openab_voice.engine.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
+    TranscriptionBacklog,
     TranscriptPartial,
     TranscriptSpeculative,
 )
@@ -28,9 +30,11 @@ from openab_voice.providers.speech import Hypothesis
 
 log = logging.getLogger("openab_voice.engine.transcriber")
 
+_BACKLOG_REPORT_S = 1.0  # a lasting backlog is reported at most this often
+
 
 class TranscriptReporter:
-    """Transcript events for one stream's utterances.
+    """Transcript events for one stream's utterances, and its backlog reports.
 
     Args:
         emit: where each event goes, in order.
@@ -51,6 +55,8 @@ class TranscriptReporter:
         self._clock = clock
         self.settings = settings
         self._session = session_id
+        self._shed_reported = 0
+        self._backlog_at: float | None = None  # last TranscriptionBacklog while backlogged, else None
 
     def partial(self, utt: Utterance, hyp: Hypothesis, audio_end: float) -> None:
         # No confidence floor here: the first decodes of an utterance score low even when right
@@ -172,6 +178,34 @@ class TranscriptReporter:
                 utterance_id=utt.id,
                 reason=reason,
                 text=text,
+            )
+        )
+
+    def backlog(
+        self, waiting: list[Utterance], speakers: Iterable[SpeakerState], *, partials_shed: int
+    ) -> None:
+        """Report the finals ``waiting`` for a decode slot when they pile up, again at most once a
+        second while they do, and once when they clear (``partials_shed``: the scheduler's count)."""
+        now = self._clock.monotonic()
+        backlogged = len(waiting) >= 2 or (bool(waiting) and partials_shed > self._shed_reported)
+        if backlogged:
+            if self._backlog_at is not None and now - self._backlog_at < _BACKLOG_REPORT_S:
+                return
+            self._backlog_at = now
+        elif waiting or self._backlog_at is None:
+            return  # not (or still) backlogged: nothing new to say
+        else:
+            self._backlog_at = None  # cleared
+        self._shed_reported = partials_shed
+        ended = [u.ended_at for u in waiting if u.ended_at is not None]
+        self._emit(
+            TranscriptionBacklog(
+                at=now,
+                session_id=self._session,
+                waiting=len(waiting),
+                talking=sum(1 for sp in speakers if sp.current is not None),
+                partials_shed=partials_shed,
+                oldest_wait_ms=round((now - min(ended)) * 1000.0, 1) if ended else 0.0,
             )
         )
 
