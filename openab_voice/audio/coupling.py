@@ -36,12 +36,14 @@ re-evaluation of an onset first rejected as echo (raw correlation with the rende
 steady within a sample, where users talking over the bot scored 0.16-0.22 at scattered lags).
 
 So the checks go on after coupling, from the first chunk of each utterance's render (the first
-capture chunk with a render after one without). Until this utterance's echo lag is known (the same
-evidence as for coupling: ``evidence`` hits at one lag over ``span_ms``) or two checks in a row
-found no echo, onsets during playback are *suspected*. A lag shorter than the one the AEC is aligned
-to by more than ``realign_ms`` is a new echo path: :meth:`observe` reports it like a coupling, the
-pipeline starts a fresh APM, and onsets stay suspected for ``converge_ms`` as after the first
-coupling. Once verified, an utterance costs no more checks.
+capture chunk with a render after one without).
+Until this utterance's echo lag is known (the same evidence as for coupling: ``evidence`` hits at
+one lag over ``span_ms``) or two checks in a row found no echo (counted only once the check window
+holds nothing from before the utterance: the last one's echo tail scores low at any lag), onsets
+during playback are *suspected*. A lag shorter than the one the AEC is aligned to by more than
+``realign_ms`` is a new echo path: :meth:`observe` reports it like a coupling, the pipeline starts
+a fresh APM, and onsets stay suspected for ``converge_ms`` as after the first coupling. Once
+verified, an utterance costs no more checks.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class EchoCoupling:
         suspect_ms: how long a suspicion lasts.
         converge_ms: after coupling, onsets stay suspected this long while AEC3 converges.
         realign_ms: an utterance's echo lag shorter than the AEC's by more than this is a new path
-            (one AEC3 block: 64 samples at 16 kHz).
+            (one AEC3 block, 64 samples at 16 kHz: in the scripted scene drops of 2-4 ms did no
+            harm, 6 and 15 ms leaked).
         always: couple from the start (the reference is always fed).
     """
 
@@ -121,6 +124,7 @@ class EchoCoupling:
         self._run_hits: list[tuple[int, int]] = []
         self._run_misses = 0
         self._run_verified = False
+        self._run_start = 0  # chunk index where this utterance's pairing began
         self.new_paths = 0  # shorter echo paths found after coupling (each restarts the APM)
 
     @property
@@ -150,6 +154,7 @@ class EchoCoupling:
         coupled = self._coupled_at is not None
         if coupled and self._rendered == 1:  # a new utterance: its echo path is verified anew
             self._run_hits, self._run_misses, self._run_verified = [], 0, False
+            self._run_start = self._i
         if coupled and self._run_verified:
             return False  # verified: nothing to check until the next utterance
         self._since_check += 1
@@ -183,7 +188,10 @@ class EchoCoupling:
     def _verify(self, corr: float, lag: int) -> bool:
         """One check of a coupled speaker's current utterance; True when it found a shorter path."""
         if corr < self._hit:
-            self._run_misses += 1
+            # A miss says "no echo" only once the window holds nothing from before this utterance
+            # (the last one's echo tail against the new render scores low at any lag).
+            if self._i - self._run_start >= self._window_n:
+                self._run_misses += 1
             if self._run_misses >= 2:
                 self._run_verified = True  # no echo in this utterance (so far)
             return False

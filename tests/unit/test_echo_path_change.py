@@ -28,20 +28,25 @@ def _far() -> np.ndarray:
     return scenes.load_clip("far_end")
 
 
-def _second_at() -> float:
-    return _far().size / RATE + GAP_S
+def _second_at(gap_s: float = GAP_S) -> float:
+    return _far().size / RATE + gap_s
 
 
 def _near(
-    first_ms: float, second_ms: float, *, user_at: float | None = None, gain_db: float = -6.0
+    first_ms: float,
+    second_ms: float,
+    *,
+    user_at: float | None = None,
+    gain_db: float = -6.0,
+    gap_s: float = GAP_S,
 ) -> np.ndarray:
     far = _far()
-    total = 2 * far.size / RATE + GAP_S
+    total = 2 * far.size / RATE + gap_s
     first = scenes.echo_path(far, delay_ms=first_ms, gain_db=gain_db)
     second = scenes.echo_path(far, delay_ms=second_ms, gain_db=gain_db)
     parts = [
         scenes.place(first, at_s=0.0, total_s=total),
-        scenes.place(second, at_s=_second_at(), total_s=total),
+        scenes.place(second, at_s=_second_at(gap_s), total_s=total),
         scenes.noise(total, -70.0),
     ]
     if user_at is not None:
@@ -49,8 +54,12 @@ def _near(
     return scenes.mix(*parts)
 
 
-def _two_utterances(near: np.ndarray) -> tuple[list[Event], float]:
-    """The bot's two utterances as render frames (none in between), ``near`` as the capture."""
+def _two_utterances(
+    near: np.ndarray, *, gap_s: float = GAP_S, lead_frames: int = 0
+) -> tuple[list[Event], float]:
+    """The bot's two utterances as render frames (none in between), ``near`` as the capture; each
+    render frame pushed ``lead_frames`` capture frames ahead of its time (the player sends it as it
+    reads it, the capture of that moment arrives over the network later)."""
     clock = FakeClock()
     bus = EventBus()
     events: list[Event] = []
@@ -60,12 +69,12 @@ def _two_utterances(near: np.ndarray) -> tuple[list[Event], float]:
     far = _far()
     first = scenes.discord_frames(far, speaker_id=None, start_time=t0)
     second = scenes.discord_frames(
-        far, speaker_id=None, start_time=t0 + _second_at(), first_frame_id=len(first)
+        far, speaker_id=None, start_time=t0 + _second_at(gap_s), first_frame_id=len(first)
     )
     render = {round((frame.timestamp - t0) / 0.02): frame for frame in first + second}
     for k, capture in enumerate(scenes.discord_frames(near, speaker_id="u1", start_time=t0)):
-        if k in render:
-            frontend.push_render(render[k])
+        if k + lead_frames in render:
+            frontend.push_render(render[k + lead_frames])
         frontend.push_capture(capture)
         frontend.process_pending()
         clock.advance(0.02)
@@ -83,6 +92,17 @@ def test_a_shorter_echo_path_in_the_next_utterance_never_starts_user_speech() ->
     # Coupled in the first utterance; the second one's shorter path found early in it.
     assert len(couplings) == 2 and couplings[0] < 1.0, couplings
     assert 0.0 < couplings[1] - _second_at() < 0.5, couplings
+
+
+def test_a_short_pause_leaves_the_last_echo_in_the_window_and_still_a_shorter_path_is_found() -> None:
+    # 80 ms between the utterances, the render 60 ms ahead of the capture: the first checks of the
+    # second utterance see the first one's echo tail against the new render (low correlation at any
+    # lag). Those are no evidence that the echo is gone.
+    gap_s = 0.08
+    events, t0 = _two_utterances(_near(120.0, 60.0, gap_s=gap_s), gap_s=gap_s, lead_frames=3)
+    assert not _of(events, SpeechStarted), _of(events, SpeechStarted)
+    couplings = [e.at - t0 for e in _of(events, EchoCouplingDetected)]
+    assert len(couplings) == 2 and 0.0 < couplings[1] - _second_at(gap_s) < 0.6, couplings
 
 
 def test_the_same_or_a_longer_path_keeps_the_aec_it_has() -> None:
@@ -145,5 +165,6 @@ def test_a_voice_at_the_start_of_an_utterance_ends_the_verification() -> None:
     start = round(scenes.active_span(voice)[0] * 100)
     seen = _observe(coupling, far, voice)
     released = [i for i, (_, suspected) in enumerate(seen) if not suspected and i > start]
-    assert released and (released[0] - start) * 0.01 <= 0.2, released[:3]
+    # Misses count once the 200 ms check window holds only this utterance; two of them release it.
+    assert released and released[0] * 0.01 <= 0.2 + 2 * 0.05, released[:3]
     assert coupling.new_paths == 0
