@@ -28,7 +28,7 @@ from openab_voice.bus.events import (
     VoiceDisconnected,
     VoiceGap,
 )
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, wait_for
 from openab_voice.discord.gaps import GapLog
 from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import VoiceReceiver
@@ -146,7 +146,7 @@ class VoiceSession:
     async def _open_voice(self) -> ReceivingVoiceClient:
         vc = await self.channel.connect(
             cls=receiving_voice_client(self.receiver, self._on_voice_op, life=self, clock=self._clock),
-            timeout=self._connect_timeout_s,
+            timeout=self._connect_timeout_s,  # discord.py's own bound on its handshake (the loop's clock)
             self_deaf=False,
         )
         assert isinstance(vc, ReceivingVoiceClient)
@@ -210,7 +210,7 @@ class VoiceSession:
         if old is not None:
             old.stop_listening()
             try:
-                await asyncio.wait_for(old.disconnect(force=True), timeout=5.0)
+                await wait_for(self._clock, 5.0, old.disconnect(force=True))
             except (TimeoutError, discord.DiscordException):
                 log.warning("the broken voice connection did not close cleanly")
         delay = _REJOIN_BACKOFF_S
@@ -343,7 +343,7 @@ class VoiceSession:
         if vc is not None:
             vc.stop_listening()
             try:
-                await asyncio.wait_for(vc.disconnect(force=True), timeout=5.0)
+                await wait_for(self._clock, 5.0, vc.disconnect(force=True))
             except (TimeoutError, discord.DiscordException):
                 log.warning("voice disconnect did not complete cleanly")
         await self.receiver.aclose()  # publishes the final ReceiveStatsUpdated
