@@ -23,6 +23,7 @@ from openab_voice.bus import EventBus
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.jobs import EffectCeiling
+from openab_voice.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class TaskPhraseIntake:
         self._facts = facts
         self._wake_name = wake_name
         self._say = say
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("task phrase intake")  # the proposals in flight
         self._statuses = ActionStatusView(bus)
 
     def claims(self, text: str) -> bool:
@@ -89,9 +90,7 @@ class TaskPhraseIntake:
             voice_session_id=self._facts.session_id,
             speaker_id=int(event.speaker_id) if event.speaker_id.isdigit() else None,
         )
-        task = asyncio.create_task(self._propose(request), name=f"task-phrase-{event.utterance_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._propose(request), name=f"task-phrase-{event.utterance_id}")
         return True
 
     async def _propose(self, request: ActionRequest) -> None:
@@ -111,5 +110,6 @@ class TaskPhraseIntake:
     async def aclose(self) -> None:
         """Wait for the proposals in flight (the desk offers nothing more once the session closes)."""
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(self._tasks.tasks)  # they finish: none is cancelled
+        await self._tasks.aclose()
         self._statuses.close()

@@ -19,6 +19,7 @@ from typing import Final, Protocol
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.turns import addresses
 from openab_voice.memory.long_term import LongTermMemory, MemoryKind, SaveRefused
+from openab_voice.tasks import TaskOwner
 
 __all__ = ["ACK_SAVED", "RememberIntake", "remembered_text"]
 
@@ -81,7 +82,7 @@ class RememberIntake:
         self._guild_id = guild_id
         self._wake_name = wake_name
         self._say = say
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("remember intake")  # the saves in flight
 
     def claims(self, text: str) -> bool:
         """Whether ``text`` asks to remember something (asked for speculative finals; saves nothing)."""
@@ -92,9 +93,7 @@ class RememberIntake:
         fact = remembered_text(event.text, wake_name=self._wake_name())
         if fact is None:
             return False
-        task = asyncio.create_task(self._save(event.speaker_id, fact), name=f"remember-{event.utterance_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._save(event.speaker_id, fact), name=f"remember-{event.utterance_id}")
         return True
 
     async def _save(self, speaker_id: str, fact: str) -> None:
@@ -120,4 +119,5 @@ class RememberIntake:
     async def aclose(self) -> None:
         """Wait for the saves in flight (the desk offers nothing more once the session closes)."""
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(self._tasks.tasks)  # they finish: none is cancelled
+        await self._tasks.aclose()
