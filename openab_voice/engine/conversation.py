@@ -24,6 +24,7 @@ queued, in the runner once started; see :mod:`openab_voice.engine.expiry`).
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import logging
 from dataclasses import dataclass
@@ -77,10 +78,20 @@ from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.tasks import TaskOwner
 
 __all__ = ["ConversationManager"]
 
 log = logging.getLogger(__name__)
+
+
+class _Phase(enum.Enum):
+    """Where the manager is in its life (it only moves forward)."""
+
+    NEW = "new"
+    STARTING = "starting"  # the engine opens: reports and announcements queue, nothing is heard yet
+    LISTENING = "listening"  # the loop runs
+    CLOSED = "closed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,19 +110,6 @@ class _Announce:
     cause: SpeechCause | None
 
 
-_Item = (
-    TranscriptFinal
-    | TranscriptPartial
-    | TranscriptDiscarded
-    | TranscriptSpeculative
-    | SpeculationWithdrawn
-    | SpeechStarted
-    | SpeechEnded
-    | _Claimed
-    | _WindowExpired
-    | _Announce
-    | DialogueInput
-)
 _Heard = (
     TranscriptFinal
     | TranscriptPartial
@@ -121,6 +119,7 @@ _Heard = (
     | SpeechStarted
     | SpeechEnded
 )
+_Item = _Heard | _Claimed | _WindowExpired | _Announce | DialogueInput
 
 
 class ConversationManager:
@@ -202,12 +201,11 @@ class ConversationManager:
         # a response's progress reports must never be dropped.
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
         self._prepared: dict[str, PreparedResponse] = {}
-        self._loop_task: asyncio.Task[None] | None = None
+        self._tasks = TaskOwner(f"conversation {session_id}")  # the loop and the interruption window
         self._timer: asyncio.Task[None] | None = None
         self._turn_ids = itertools.count(1)
         self._resume_ids = itertools.count(1)
-        self._started = False
-        self._closed = False
+        self._phase = _Phase.NEW
 
     # --- public --------------------------------------------------------------------------------
 
@@ -239,40 +237,41 @@ class ConversationManager:
             cause: what makes it true; checked when its turn comes, before synthesis and before its
                 first frame. Once expired the line is dropped (``SpeechDropped``), never said late.
         """
-        if not self._closed:
+        if self._phase is not _Phase.CLOSED:
             self._inbox.put_nowait(_Announce(text=text, cause=cause))
 
     def hear(self, event: _Heard) -> None:
         """What the session heard: a transcript event (the desk) or a speech boundary (the front
         end's speech sink), in order; handled by the loop. Ignored before :meth:`start` and after
         :meth:`aclose`."""
-        if self._loop_task is not None and not self._closed:
+        if self._phase is _Phase.LISTENING:
             self._inbox.put_nowait(event)
 
     def hear_claimed(self, final: TranscriptFinal) -> None:
         """A final an intake took (a task or memory request): not a dialogue turn, but a valid
         interruption (recorded as ``TurnIgnored(reason="action_request")``)."""
-        if self._loop_task is not None and not self._closed:
+        if self._phase is _Phase.LISTENING:
             self._inbox.put_nowait(_Claimed(final=final))
 
     async def start(self) -> None:
         """Begin listening (what :meth:`hear` is given from now on) and start the loop. Once only."""
-        if self._started:
+        if self._phase is _Phase.CLOSED:
+            return  # closed first: nothing is opened
+        if self._phase is not _Phase.NEW:
             raise RuntimeError("the conversation manager was already started")
-        self._started = True
+        self._phase = _Phase.STARTING
         await self._responses.open()
-        await self._dispatch(Start())
-        self._loop_task = asyncio.create_task(self._run(), name=f"conversation-{self._session_id}")
+        if self._phase is _Phase.STARTING:  # a close while the engine opened wins: nothing heard, no loop
+            await self._dispatch(Start())  # no effect to apply: it does not yield
+            self._phase = _Phase.LISTENING
+            self._tasks.spawn(self._run(), name=f"conversation-{self._session_id}")
 
     async def aclose(self) -> None:
         """Stop listening, cut any response (heard text still committed), end every task. Idempotent."""
-        if self._closed:
+        if self._phase is _Phase.CLOSED:
             return
-        self._closed = True
-        for task in (self._loop_task, self._timer):
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.wait({task})
+        self._phase = _Phase.CLOSED
+        await self._tasks.aclose()
         if self._snap.state is not DialogueState.IDLE:
             await self._dispatch(Stop(reason="closed"))
         await self._responses.aclose()  # responses that outlived their bound
@@ -280,7 +279,7 @@ class ConversationManager:
     # --- inbox ---------------------------------------------------------------------------------
 
     def _report(self, item: DialogueInput) -> None:
-        if not self._closed:
+        if self._phase is not _Phase.CLOSED:
             self._inbox.put_nowait(item)
 
     async def _run(self) -> None:
@@ -504,7 +503,7 @@ class ConversationManager:
 
     def _start_timer(self, token: int) -> None:
         self._cancel_timer()
-        self._timer = asyncio.create_task(self._window(token), name="false-interruption-window")
+        self._timer = self._tasks.spawn(self._window(token), name="false-interruption-window")
 
     async def _window(self, token: int) -> None:
         await self._clock.sleep(self._settings.false_interruption_window_s)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.cascade import cascade_engine
 from openab_voice.engine.conversation import ConversationManager
+from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
@@ -247,6 +251,56 @@ async def test_start_once_and_a_wake_name_is_required() -> None:
             )
         assert info.value.setting == "wake_name"
     assert rig.of(BotUtteranceFinished) == []
+
+
+class GatedOpen:
+    """The cascade engine whose open() waits for ``gate``."""
+
+    def __init__(self, inner: DuplexVoiceEngine, gate: asyncio.Event) -> None:
+        self.inner, self.gate, self.opening, self.opens = inner, gate, asyncio.Event(), 0
+
+    async def open(self) -> None:
+        self.opening.set()
+        await self.gate.wait()
+        self.opens += 1
+        await self.inner.open()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_close_while_the_engine_opens_wins_and_a_closed_manager_never_starts() -> None:
+    rig = Rig(replies=[ScriptedReply.text(ANSWER)])
+    engines: list[GatedOpen] = []
+
+    def gated(binding: EngineBinding) -> Any:
+        build = cascade_engine(chat=rig.chat, tts=rig.tts, output=rig.output, tools=rig.tools)
+        engines.append(GatedOpen(build(binding), asyncio.Event()))
+        return engines[-1]
+
+    def manager() -> ConversationManager:
+        settings = DialogueSettings(bot_user_id="bot")
+        return ConversationManager(
+            bus=rig.bus, clock=rig.clock, roster=rig.roster, settings=settings, engine=gated
+        )
+
+    racing = manager()
+    starting = asyncio.create_task(racing.start())
+    await engines[0].opening.wait()
+    await racing.aclose()
+    engines[0].gate.set()
+    await starting
+    now = rig.now()
+    heard = dict(speaker_id="alice", utterance_id="u1", audio_start=now - 1.0, audio_end=now, partials=1)
+    racing.hear(TranscriptFinal(at=now, session_id=None, text="Jarvis, what time is it?", **heard))
+    await rig.run(0.5)
+    assert racing.state is DialogueState.IDLE and engines[0].opens == 1
+    assert rig.of(DialogueStateChanged) == [] and rig.of(TurnAccepted) == []
+
+    closed_first = manager()
+    await closed_first.aclose()
+    await closed_first.start()
+    assert engines[1].opens == 0 and not engines[1].opening.is_set()
 
 
 async def test_a_claimed_final_is_no_turn_and_cuts_without_resuming() -> None:
