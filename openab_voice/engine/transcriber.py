@@ -19,6 +19,7 @@ conversation directly).
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import AsyncIterable, Callable
 
@@ -27,10 +28,19 @@ from openab_voice.audio.events import CapturePaused, SpeechEnded
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.engine.recognize import RecognitionEvent, Recognizer, RecognizeStream
+from openab_voice.tasks import TaskOwner
 
 __all__ = ["Transcriber"]
 
 log = logging.getLogger(__name__)
+
+
+class _Phase(enum.Enum):
+    """Where the transcriber is in its life (it only moves forward)."""
+
+    NEW = "new"  # nothing fed to the stream yet
+    RUNNING = "running"  # a capture is fed (run() or start()): start() does nothing more
+    CLOSED = "closed"  # the stream is closed; what is still fed is ignored
 
 
 class Transcriber:
@@ -55,16 +65,19 @@ class Transcriber:
         self._bus = bus
         self._sink = sink
         self._stream: RecognizeStream = recognizer.stream(session_id=session_id)
+        self._tasks = TaskOwner("transcriber")  # the runner (start) and the publisher
         self._runner: asyncio.Task[None] | None = None
         self._publisher: asyncio.Task[None] | None = None
-        self._closed = False
+        self._phase = _Phase.NEW
 
     async def run(self, capture: AsyncIterable[CaptureItem]) -> None:
         """Transcribe a processed-capture stream (frames, and speech marks in band) until it ends;
         returns once every utterance in it got its final (or discard) out."""
+        if self._phase is _Phase.NEW:
+            self._phase = _Phase.RUNNING
         publisher = self._publish()
         async for item in capture:
-            if self._closed:
+            if self._phase is _Phase.CLOSED:
                 return
             match item:
                 case ProcessedFrame():
@@ -82,8 +95,9 @@ class Transcriber:
 
     def start(self, capture: AsyncIterable[CaptureItem]) -> None:
         """Run :meth:`run` in a task owned by the transcriber (stopped by :meth:`aclose`)."""
-        if self._runner is None and not self._closed:
-            self._runner = asyncio.get_running_loop().create_task(self.run(capture), name="transcriber")
+        if self._phase is _Phase.NEW:
+            self._phase = _Phase.RUNNING
+            self._runner = self._tasks.spawn(self.run(capture), name="transcriber")
 
     def remove_speaker(self, speaker_id: str) -> None:
         """Forget a speaker (they left): their open utterances are discarded."""
@@ -91,9 +105,7 @@ class Transcriber:
 
     def _publish(self) -> asyncio.Task[None]:
         if self._publisher is None:
-            self._publisher = asyncio.get_running_loop().create_task(
-                self._publish_all(), name="transcriber-publish"
-            )
+            self._publisher = self._tasks.spawn(self._publish_all(), name="transcriber-publish")
         return self._publisher
 
     async def _publish_all(self) -> None:
@@ -108,12 +120,15 @@ class Transcriber:
     async def aclose(self) -> None:
         """Stop: the stream waits (bounded) for decodes in flight; what got no final is discarded,
         and published. Idempotent."""
-        if self._closed:
+        if self._phase is _Phase.CLOSED:
             return
-        self._closed = True
+        self._phase = _Phase.CLOSED
         runner, self._runner = self._runner, None
         if runner is not None:
             runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+            await asyncio.wait({runner})
         await self._stream.aclose()
-        await self._publish()  # what the stream still had, the discards included, then its end
+        try:
+            await self._publish()  # what the stream still had, the discards included, then its end
+        finally:
+            await self._tasks.aclose()
