@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -31,6 +32,15 @@ __all__ = ["RecorderPlace", "TranscriptRecorder"]
 log = logging.getLogger(__name__)
 
 _BATCH = 200
+
+
+class _Phase(enum.Enum):
+    """Where the recorder is in its life (it only moves forward)."""
+
+    NEW = "new"
+    STARTING = "starting"  # the session's record opens: a second start() does nothing
+    RECORDING = "recording"  # listening; the write loop runs
+    CLOSED = "closed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,14 +87,15 @@ class TranscriptRecorder:
         self._queue: asyncio.Queue[NewLine | asyncio.Future[None] | None] = asyncio.Queue()
         self._subscriptions: list[Subscription] = []
         self._task: asyncio.Task[None] | None = None
-        self._closed = False
+        self._phase = _Phase.NEW
         self.written = 0
         self.write_failures = 0
 
     async def start(self) -> None:
         """Open the session's record (and apply retention), then listen. Once only."""
-        if self._task is not None or self._closed:
+        if self._phase is not _Phase.NEW:
             return
+        self._phase = _Phase.STARTING
         place, now = self._place, self._clock.wall()
         await asyncio.to_thread(
             self._store.open_session,
@@ -98,6 +109,10 @@ class TranscriptRecorder:
             purged = await asyncio.to_thread(self._store.purge, started_before=now - self._retention_s)
             if purged:
                 log.info("transcripts: %d voice session(s) past retention deleted", purged)
+        if self._phase is not _Phase.STARTING:  # closed while the record opened: nothing to listen to
+            await self._end_record()
+            return
+        self._phase = _Phase.RECORDING
         self._subscriptions = [
             self._bus.subscribe(TranscriptFinal, self._on_final),
             self._bus.subscribe(BotUtteranceFinished, self._on_bot),
@@ -114,15 +129,18 @@ class TranscriptRecorder:
 
     async def aclose(self) -> None:
         """Stop listening, store what is queued, and mark the session ended. Idempotent."""
-        if self._closed:
+        if self._phase is _Phase.CLOSED:
             return
-        self._closed = True
+        self._phase = _Phase.CLOSED
         for subscription in self._subscriptions:
             subscription.close()
         if self._task is None:
             return
         self._queue.put_nowait(None)
         await self._task
+        await self._end_record()
+
+    async def _end_record(self) -> None:
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self._store.close_session, self._session_id, ended_at=self._clock.wall())
 

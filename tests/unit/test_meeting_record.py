@@ -7,6 +7,7 @@ transcriber does for observers; other sessions' finals there are filtered out by
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pytest
@@ -222,6 +223,46 @@ async def test_a_failed_write_is_counted_and_recording_goes_on(store: Transcript
     await recorder.aclose()
     assert [li.text for li in store.lines("s1")] == ["kept"]
     assert (recorder.written, recorder.write_failures) == (1, 1)
+
+
+class GatedStore(FlakyStore):
+    """Opens a session only once ``release`` is set (on the recorder's worker thread)."""
+
+    def __init__(self, inner: TranscriptStore) -> None:
+        super().__init__(inner)
+        self.fail = False
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def open_session(self, session_id: str, **kwargs: object) -> None:  # type: ignore[override]
+        self.entered.set()
+        self.release.wait()
+        super().open_session(session_id, **kwargs)
+
+
+async def test_a_close_while_the_record_opens_wins(store: TranscriptStore) -> None:
+    clock, bus = FakeClock(), EventBus()
+    gated = GatedStore(store)
+    recorder = TranscriptRecorder(gated, bus=bus, clock=clock, session_id="s1", place=place([1001]))
+    starting = asyncio.create_task(recorder.start())
+    assert await asyncio.to_thread(gated.entered.wait, 10.0)
+    await recorder.aclose()
+    gated.release.set()
+    await starting
+    final = TranscriptFinal(
+        at=clock.monotonic(),
+        session_id="s1",
+        speaker_id="1001",
+        utterance_id="u1",
+        text="too late",
+        audio_start=clock.monotonic() - 1,
+        audio_end=clock.monotonic(),
+        partials=1,
+    )
+    bus.publish(final)
+    await recorder.flush()
+    await recorder.start()  # closed: nothing opens again
+    assert store.lines("s1") == [] and recorder.written == 0
+    assert (store.session("s1") or pytest.fail()).ended_at == clock.wall()
 
 
 class EchoModel:
