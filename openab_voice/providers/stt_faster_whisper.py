@@ -12,13 +12,15 @@ over), so the fast path is guarded (:mod:`~openab_voice.providers.whisper_guards
   (whose repeated tokens are very probable) cannot inflate the confidence of what was kept;
 * ``no_speech_prob`` as the model reports it (the transcriber discards above 0.6).
 
-The fast path decodes **in stages** (:meth:`FasterWhisperStt._generate`): about what speech says in
-the audio's time first (``stage_tokens_per_second``), more only when the text has neither ended nor
-started over by then. A short utterance on a truncated input often does not end: the model starts
-the text over and copies it until the budget runs out, and each copied token costs a decoder step,
-so an unstaged decode of "What is the capital of France?" ran 16 steps for 7 words' tokens. Greedy
-decoding is deterministic, so the staged result is the unstaged one cut where the guard cuts it (the
-same text on the shipped clips and a corpus of 14 Piper sentences; confidences within 0.4 %).
+The fast path decodes a single utterance **in stages** (:meth:`FasterWhisperStt._generate`): about
+what speech says in the audio's time first (``stage_tokens_per_second``), more only when the text has
+neither ended nor started over by then. A short utterance on a truncated input often does not end:
+the model starts the text over and copies it until the budget runs out, and each copied token costs
+a decoder step, so an unstaged decode of "What is the capital of France?" ran 16 steps for 7 words'
+tokens. Greedy decoding is deterministic, so the staged result is the unstaged one cut where the
+guard cuts it (the same text on the shipped clips and a corpus of 14 Piper sentences; confidences
+within 0.4 %). In ``bench dialogue``'s rounds the speculative final came 40-70 ms earlier (P50, two
+interleaved pairs). A batch is decoded in one stage: it steps until its longest item is done.
 
 Finals (``final_mode="auto"``) use the fast path too and fall back to the padded decode only when
 the guarded result looks wrong (cut to under ``min_tokens_per_second`` of audio, or under
@@ -284,8 +286,9 @@ class FasterWhisperStt:
             )
             for w in waves
         ]
-        stages = [self._first_stage(w.size / SAMPLE_RATE, b) for w, b in zip(waves, budgets, strict=True)]
-        generated = self._generate(encoded, contexts, budgets, stages, eot=tokenizers[0].eot)
+        # One stage: a batch steps until its longest item is done, so stopping one item's loop early
+        # saves nothing while another goes on, and each extra stage is another pass over the batch.
+        generated = self._generate(encoded, contexts, budgets, budgets, eot=tokenizers[0].eot)
         return [
             self._hypothesis(result, tokens, looped, tokenizer=tokenizer, budget=budget)
             for (result, tokens, looped), tokenizer, budget in zip(
