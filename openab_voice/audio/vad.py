@@ -22,6 +22,10 @@ from openab_voice.audio.resample import Samples
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.providers.base import VoiceActivityDetector
 
+# Samples that start this close to where the buffered ones end continue them (timestamps of the
+# capture carry rounding and the jitter buffer's small re-anchoring); further away is a capture gap.
+_CONTIGUOUS_S = 0.005
+
 
 class VadEdge(enum.Enum):
     """A hysteresis transition."""
@@ -88,7 +92,14 @@ class VadStage:
         self.generation = 1
 
     def push(self, samples: Samples, start_time: float) -> tuple[list[VadWindow], list[VadTransition]]:
-        """Add processed samples starting at ``start_time``; score every complete window."""
+        """Add processed samples starting at ``start_time``; score every complete window.
+
+        Samples left over from before a capture gap (less than a window) are dropped, not joined to
+        what comes after it: joined, the first window after the gap would carry the leftovers' time,
+        and an onset after a 1.5 s pause would be stamped 1.5 s early.
+        """
+        if self._pending.size and abs(start_time - self._pending_end()) > _CONTIGUOUS_S:
+            self._pending = np.zeros(0, dtype=np.int16)
         if not self._pending.size:
             self._pending_ts = start_time
             pending = samples
@@ -108,6 +119,9 @@ class VadStage:
         self._pending = pending[offset:].copy()
         self._pending_ts += offset / self._rate
         return windows, transitions
+
+    def _pending_end(self) -> float:
+        return self._pending_ts + self._pending.size / self._rate
 
     def force_end(self) -> VadTransition | None:
         """End speech now (the stream stopped); None when not in speech."""

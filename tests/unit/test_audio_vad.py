@@ -122,3 +122,24 @@ def test_silence_starts_nothing(provider: str) -> None:
 def test_silero_ignores_steady_noise() -> None:
     events, _ = speech_events(scenes.noise(2.0, -35.0, seed=5), "silero")
     assert not [e for e in events if isinstance(e, SpeechStarted)]
+
+
+def test_an_onset_after_a_capture_gap_carries_its_own_time() -> None:
+    # Discord sends nothing in silence: after 1.5 s without packets the next samples do not continue
+    # the less-than-a-window left over from before, and must not be stamped with its time.
+    stage = VadStage(lambda: ScriptedVad([0.1] + [0.9] * 8), FrontEndSettings(), 16_000, on_error=print)
+    chunk = np.zeros(160, dtype=np.int16)
+    t = 100.0
+    for _ in range(4):  # 640 samples: one window scored, 128 left over
+        stage.push(chunk, t)
+        t += 0.01
+    resumed = t + 1.5
+    onsets = []
+    for i in range(10):
+        _, found = stage.push(chunk, resumed + i * 0.01)
+        onsets += [x.audio_time for x in found if x.edge is VadEdge.START]
+    assert onsets and onsets[0] == pytest.approx(resumed, abs=0.001)
+    # Contiguous samples still join the leftovers: the windows are those of one stream.
+    stage2 = VadStage(lambda: ScriptedVad([0.1] * 10), FrontEndSettings(), 16_000, on_error=print)
+    times = [w.audio_time for i in range(8) for w in stage2.push(chunk, 100.0 + i * 0.01)[0]]
+    assert times == pytest.approx([100.0, 100.0 + 512 / 16_000])
