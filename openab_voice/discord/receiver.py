@@ -280,7 +280,10 @@ class VoiceReceiver:
         return copy.deepcopy(self._snapshot)
 
     async def sync(self) -> None:
-        """Wait until everything fed or sent before this call is processed and its frames delivered."""
+        """Wait until everything fed or sent before this call is processed, and the clock's time so
+        far (a tick at its ``monotonic()`` now: held frames that have waited long enough are given
+        up), and the frames delivered. The ticker's own tick for a clock just advanced may not be
+        queued yet; this one is, before the barrier."""
         if self.phase is not ReceiverPhase.RUNNING:
             return
         loop = asyncio.get_running_loop()
@@ -290,6 +293,7 @@ class VoiceReceiver:
             if not done.done():
                 done.set_result(None)
 
+        self._inbox.put(_Tick(self._clock.monotonic()))
         self._inbox.put(_Barrier(lambda: loop.call_soon_threadsafe(resolve)))
         await done
 
