@@ -314,19 +314,20 @@ class FasterWhisperStt:
         (:func:`loop_cut`) goes on from what it said, its tokens given back as the prompt's prefix,
         with twice the room, up to its budget. Greedy decoding is deterministic, so every stage
         starts with the tokens and scores of the one before: the result is the unstaged decode's,
-        cut where :func:`guard_tokens` would cut it.
+        cut where :func:`guard_tokens` would cut it. A batch is given its budgets as its stages
+        (one pass), so only a single decode ever goes on to a second stage.
         """
+        assert len(contexts) == 1 or stages == budgets, "only a single decode is staged"
         cfg = self.config
         out: list[tuple[Any, list[int], int | None] | None] = [None] * len(contexts)
         prefixes: list[list[int]] = [[] for _ in contexts]
         limits = list(stages)
         todo = list(range(len(contexts)))
-        rows = encoded
         while todo:
             prompts = [contexts[i] + prefixes[i] for i in todo]
             longest = max(limits[i] for i in todo)
             results = self._ct2.generate(
-                rows,
+                encoded,
                 prompts,
                 beam_size=cfg.beam_size,
                 # CTranslate2 generates at most min(max_length / 2, max_length - len(prompt)) tokens,
@@ -353,9 +354,6 @@ class FasterWhisperStt:
                 prefixes[i] = tokens
                 limits[i] = min(budgets[i], max(2 * limits[i], len(tokens) + cfg.stage_margin))
                 going.append(i)
-            if going and len(going) < len(todo):
-                keep = [todo.index(i) for i in going]
-                rows = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.asarray(rows)[keep]))
             todo = going
         return [item for item in out if item is not None]
 
