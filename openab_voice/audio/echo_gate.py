@@ -14,7 +14,9 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
   :mod:`~openab_voice.audio.coupling`) but its raw capture recently followed the render;
 * ``render_correlated``: the processed capture's waveform (or the raw one, for a speaker not coupled)
   correlates with the recent render above ``gate_max_correlation`` at some lag within the gate window
-  (the only test left when the APM is ``disabled``).
+  (the only test left when the APM is ``disabled``); above ``gate_quiet_max_correlation`` already when
+  the capture is well under the render level, where that level says something: after cancellation
+  (coupled) or with no AEC. A quiet talker whose mic never carried the bot is not held to it.
 
 Confidence drops (and the suppression test tightens by ``gate_drift_margin_db``) while the reference
 drifts or the APM re-converges; a ``disabled`` APM can only rely on correlation and says so. Spec:
@@ -173,7 +175,12 @@ class EchoGate:
             return verdict(False, "echo_suspected", confidence)
         # A residual quieter than the render has to correlate less with it to count as a voice: a
         # user talking over the bot is about as loud as the bot and does not follow its waveform.
-        quiet = res_db < ren_db - s.gate_quiet_residual_db
+        # That level comparison means something only where the render reaches the capture at a
+        # known gain: after cancellation (coupled) or with nothing cancelled at all (no AEC). For a
+        # speaker whose raw capture has never followed the render, a mic level under the bot's is
+        # no evidence of echo, and a voice scores up to ~0.6 against the bot's TTS voice at some
+        # lag (module docstring of coupling); the coupling checks are that speaker's echo witness.
+        quiet = (coupled or not echo_cancelling) and res_db < ren_db - s.gate_quiet_residual_db
         if correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
             return verdict(False, "render_correlated", confidence)
         if (

@@ -164,3 +164,23 @@ def test_a_voice_as_loud_as_the_bot_is_still_accepted() -> None:
     user = scenes.load_clip("alice")[16_000:24_000]
     verdict = _feed_gate(user, user, far).evaluate(confidence=1.0, echo_cancelling=True)
     assert verdict.accepted and verdict.reason == "user_speech_over_playback"
+
+
+def test_a_quiet_voice_on_a_mic_that_never_carried_the_bot_is_not_held_to_the_quiet_rule() -> None:
+    # bob's Piper voice against the bot's (the same TTS voice) peaks at 0.62 at some lag in this
+    # window: a chance match (voice windows score 0.20 median, 0.37 P90 here). 10 dB under the render.
+    far = scenes.load_clip("far_end")[52_000 + 3_200 - 8_000 : 52_000 + 3_200]
+    voice = scenes.load_clip("bob")[24_000 + 3_200 - 8_000 : 24_000 + 3_200]
+    scale = np.sqrt(mean_square(far[-3200:]) / mean_square(voice[-3200:])) * 10 ** (-10 / 20)
+    quiet = np.clip(voice.astype(np.float64) * scale, -32768, 32767).astype(np.int16)
+    gate = _feed_gate(quiet, quiet, far)
+    uncoupled = gate.evaluate(confidence=1.0, echo_cancelling=True, coupled=False)
+    assert 0.45 < uncoupled.render_correlation < 0.7
+    assert uncoupled.residual_dbfs < uncoupled.render_dbfs - 6.0
+    assert uncoupled.accepted and uncoupled.reason == "user_speech_over_playback"
+    # Where the level says something (the APM cancels this speaker's echo, or nothing is cancelled),
+    # the same capture is still taken for residual echo.
+    coupled = gate.evaluate(confidence=1.0, echo_cancelling=True, coupled=True)
+    no_aec = gate.evaluate(confidence=1.0, echo_cancelling=False, coupled=False)
+    assert not coupled.accepted and coupled.reason == "render_correlated"
+    assert not no_aec.accepted and no_aec.reason == "render_correlated"
