@@ -8,6 +8,10 @@ When the machine is short of CPU, the kernel's scheduler has to know which is wh
 * each audio-plane thread raises its own priority by :data:`AUDIO_BOOST` (:func:`boost_audio_thread`),
   so it also keeps real time against other processes on the machine. That needs ``CAP_SYS_NICE`` (or
   an ``RLIMIT_NICE`` that allows it); without it the thread stays where it is, once logged;
+* speech synthesis, the bot's next words, raises its thread by :data:`RESPONSE_BOOST`
+  (:func:`boost_response_thread`), less than the audio plane: its first chunk is on the path from the
+  end of someone's question to the bot's first word, and while the bot talks it must stay ahead of
+  playback, so it outranks other processes' work and our own transcription, never the audio plane;
 * the LLM's worker lowers its own priority by :data:`COMPUTE_NICE` (:func:`lower_current_thread`),
   and so do the speech-to-text decode threads when the audio plane could not be raised
   (:func:`audio_boost_available`): then that is the only way to keep them below the audio plane.
@@ -26,9 +30,11 @@ from typing import Final
 __all__ = [
     "AUDIO_BOOST",
     "COMPUTE_NICE",
+    "RESPONSE_BOOST",
     "audio_boost_available",
     "available_cpus",
     "boost_audio_thread",
+    "boost_response_thread",
     "lower_current_thread",
 ]
 
@@ -36,6 +42,7 @@ log = logging.getLogger(__name__)
 
 COMPUTE_NICE: Final = 5  # CFS weight 335 against 1024 at nice 0: about a quarter of a shared core
 AUDIO_BOOST: Final = 5  # nice -5: weight 3121, three times a nice-0 thread's
+RESPONSE_BOOST: Final = 3  # nice -3: weight 1991, twice a nice-0 thread's, two thirds of the audio plane's
 _warned = False
 _boost: bool | None = None  # whether raising an audio thread worked (None: not tried yet)
 
@@ -52,6 +59,17 @@ def boost_audio_thread() -> bool:
         log.warning("cannot raise the audio threads' priority (%s): compute threads yield instead", error)
     _boost = error is None
     return _boost
+
+
+def boost_response_thread() -> bool:
+    """Raise the calling (speech synthesis) thread's priority by :data:`RESPONSE_BOOST`.
+
+    Without the privilege it stays at normal priority (what :func:`boost_audio_thread` logs once).
+
+    Returns:
+        True when it was raised.
+    """
+    return _renice(-RESPONSE_BOOST) is None
 
 
 def audio_boost_available() -> bool:

@@ -30,6 +30,7 @@ from piper import PiperVoice, SynthesisConfig
 from piper.config import PiperConfig
 
 from openab_voice.errors import AudioError, ProviderUnavailable
+from openab_voice.priority import boost_response_thread
 from openab_voice.providers.speech import TtsCapabilities
 from openab_voice.providers.speech_registry import TtsConfig
 from openab_voice.providers.worker import WorkerFailed, WorkerThread
@@ -93,7 +94,15 @@ class PiperTts:
     """
 
     def __init__(self, config: TtsConfig, *, voice: PiperVoice | None = None) -> None:
-        self._voice = voice if voice is not None else load_voice(config)
+        # Raised above normal priority, under the audio plane: its first chunk is on the path from
+        # end of speech to the bot's first word (openab_voice/priority.py, ADR 0006). The voice is
+        # loaded on the worker, so onnxruntime's pool threads start there and share its priority.
+        self._worker = WorkerThread("piper-tts", priority=boost_response_thread)
+        try:
+            self._voice = voice if voice is not None else self._worker.call(lambda: load_voice(config))
+        except BaseException:
+            self._worker.shutdown()
+            raise
         self._syn = SynthesisConfig(
             speaker_id=config.speaker_id,
             length_scale=config.length_scale,
@@ -106,9 +115,6 @@ class PiperTts:
         self._capabilities = TtsCapabilities(
             name="piper", streaming=False, voice=name, native_rate=self._native_rate
         )
-        # Not lowered in priority like the other compute threads: its first chunk is on the path
-        # from end of speech to the bot's first word (ADR 0006).
-        self._worker = WorkerThread("piper-tts", nice=0)
         self._closed = False
 
     @property

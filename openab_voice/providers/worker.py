@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from openab_voice.priority import COMPUTE_NICE, lower_current_thread
 
@@ -22,6 +22,11 @@ Emit = Callable[[object], None]
 Job = Callable[[threading.Event, Emit], None]
 
 _END: Final = object()
+_T = TypeVar("_T")
+
+
+def _lower() -> None:
+    lower_current_thread(COMPUTE_NICE)
 
 
 class WorkerFailed(Exception):
@@ -40,13 +45,19 @@ class _Failed:
 class WorkerThread:
     """A single worker thread whose jobs stream items to the calling event loop."""
 
-    def __init__(self, name: str, *, close_timeout_s: float = 5.0, nice: int = COMPUTE_NICE) -> None:
-        # Compute yields to the audio plane (providers/priority.py); the thread lowers itself first.
-        self._executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=name, initializer=lower_current_thread, initargs=(nice,)
-        )
+    def __init__(
+        self, name: str, *, close_timeout_s: float = 5.0, priority: Callable[[], object] = _lower
+    ) -> None:
+        # Compute yields to the audio plane (openab_voice/priority.py): the thread sets its own
+        # priority first, and native thread pools it starts inherit it.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=priority)
         self._jobs: set[asyncio.Future[None]] = set()
         self._close_timeout_s = close_timeout_s
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn`` on the worker and wait for its result (set-up work such as loading a model,
+        whose native thread pools then start from the worker and inherit its priority)."""
+        return self._executor.submit(fn).result()
 
     async def stream(self, job: Job) -> AsyncIterator[object]:
         """Run ``job(stop, emit)`` on the worker; yield what it emits, in order.
@@ -86,6 +97,10 @@ class WorkerThread:
         finally:
             stop.set()  # closed early or cancelled: the job stops before its next item
 
+    def shutdown(self) -> None:
+        """Let the thread go without waiting (nothing was started on it, or nothing is awaited)."""
+        self._executor.shutdown(wait=False)
+
     async def aclose(self) -> None:
         """Wait (bounded) for this loop's jobs in flight, then let the thread go. Idempotent."""
         loop = asyncio.get_running_loop()
@@ -95,4 +110,4 @@ class WorkerThread:
             # On the loop's clock, not an injected one: these jobs run on a real thread in real time,
             # and a provider is built without a clock; the bound is only how long a close may wait.
             await asyncio.wait(mine, timeout=self._close_timeout_s)
-        self._executor.shutdown(wait=False)
+        self.shutdown()

@@ -52,3 +52,23 @@ def test_without_the_privilege_audio_stays_and_compute_must_yield(monkeypatch: p
 
 def test_spare_cpus_are_counted_from_the_affinity_mask() -> None:
     assert priority.available_cpus() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="raising a thread's priority needs CAP_SYS_NICE (CI runs as root)"
+)
+def test_speech_synthesis_is_raised_under_the_audio_plane() -> None:
+    raised, before, after = _on_thread(priority.boost_response_thread)
+    assert raised is True and after == max(-20, before - priority.RESPONSE_BOOST)
+    assert 0 < priority.RESPONSE_BOOST < priority.AUDIO_BOOST
+
+
+def test_without_the_privilege_speech_synthesis_stays_at_normal_priority(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(which: int, who: int, value: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(priority.os, "setpriority", refuse)
+    result, before, after = _on_thread(priority.boost_response_thread)
+    assert result is False and after == before

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from openab_voice import priority
 from openab_voice.clock import perf_ns
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.registry import refuse
@@ -153,3 +156,31 @@ def test_speech_registries_list_the_shipped_providers() -> None:
     with pytest.raises(ProviderUnavailable) as openai_missing:
         tts_registry().with_importer(refuse({"openai"})).create("openai", TtsConfig())
     assert openai_missing.value.details["extra"] == "openai"
+
+
+def _thread_nices() -> dict[int, int]:
+    """nice value of each of this process's threads (field 19 of /proc/self/task/TID/stat)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        out[int(tid)] = int(fields[16])
+    return out
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.isdir("/proc/self/task"),
+    reason="raising a thread's priority needs CAP_SYS_NICE (CI runs as root); Linux /proc",
+)
+async def test_synthesis_and_its_onnxruntime_pool_run_above_normal_priority() -> None:
+    main = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    before = _thread_nices()
+    provider = PiperTts(TtsConfig(threads=2))
+    try:
+        started = {tid: nice for tid, nice in _thread_nices().items() if tid not in before}
+        # The worker and onnxruntime's intra-op pool thread, both started from the raised worker.
+        assert len(started) >= 2
+        assert set(started.values()) == {max(-20, main - priority.RESPONSE_BOOST)}
+        assert b"".join([chunk async for chunk in provider.synthesize("Hello there.")])
+    finally:
+        await provider.aclose()
