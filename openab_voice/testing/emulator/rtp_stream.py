@@ -95,7 +95,7 @@ class RtpStream:
         self.ssrc = ssrc
         self._seq, self._ts = rtp_start
         self._send = send
-        self._last_sent_at: float | None = None
+        self._next_ts_due: float | None = None  # capture time of the sample ``_ts`` stands for
         self._encoder: Encoder | None = None
 
     async def stream(
@@ -148,6 +148,7 @@ class RtpStream:
             if echo is not None and chunk is not None:
                 chunk = mix_frame(chunk, echo.frame(due))
             packet = self._packet(conn, chunk, options, opus[i] if opus is not None and i < frames else None)
+            self._next_ts_due = due + FRAME_SECONDS
             fate = planner.next()
             if fate.dropped:
                 dropped += 1
@@ -178,13 +179,15 @@ class RtpStream:
     def emit(self, packet: bytes, address: tuple[str, int]) -> None:
         """Put one packet on the wire now."""
         self._send(packet, address)
-        self._last_sent_at = self._clock.monotonic()
 
-    def _advance_timestamp_over_pause(self, now: float) -> None:
-        # RTP timestamps keep counting through the silence between utterances (RFC 3550 §5.1).
-        if self._last_sent_at is not None and now > self._last_sent_at:
-            paused = int((now - self._last_sent_at) / FRAME_SECONDS)
-            self._ts = (self._ts + paused * DISCORD_FRAME_SAMPLES) & 0xFFFFFFFF
+    def _advance_timestamp_over_pause(self, start: float) -> None:
+        # RTP timestamps keep counting through the silence between utterances (RFC 3550 §5.1): the
+        # first frame's timestamp is its capture time on the sender's sample clock. (Counting whole
+        # frames from the last send instead overshot every pause by up to a frame, and a receiver
+        # that keeps its anchor across a short pause stamped each later utterance up to 20 ms later.)
+        if self._next_ts_due is not None and start > self._next_ts_due:
+            paused = round((start - self._next_ts_due) * DISCORD_RATE)
+            self._ts = (self._ts + paused) & 0xFFFFFFFF
 
     def _encode_all(self, pcm: bytes, frames: int) -> list[bytes]:
         """Every frame of an utterance, encoded in order with this stream's encoder (worker thread)."""
