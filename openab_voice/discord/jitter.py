@@ -10,12 +10,26 @@ packets or ``depth * 20 ms`` for it, and then:
   next packet is not there either; a burst of up to ``max_conceal`` missing packets is concealed
   frame by frame (PLC, then FEC for the last one when its successor is present);
 * a longer burst is not concealed (its packets still count as ``lost``) and the stream restarts at the
-  next packet, re-anchored on its arrival.
+  next packet, re-anchored on the packets held.
 
-Frame timestamps are anchored on the arrival time of the first packet of a talk spurt and advanced
-by the RTP timestamp (48 kHz) within it, so network jitter does not leak into them; a new talk
-spurt (no packet for ``spurt_timeout_s``) re-anchors on arrival, which also absorbs drift between
-the sender's clock and ours. Timestamps never go backwards and frames never overlap.
+Frame timestamps are the RTP timestamp (48 kHz) placed on our clock by the packet of the talk spurt
+with the least transit (arrival minus RTP time): network jitter only ever delays a packet, so the
+earliest one is the best witness of when the audio was captured, and a frame is never stamped more
+than ``max_late_s`` later than its own packet arrived. The anchor starts on the first packet of a spurt and moves earlier
+whenever a packet arrives before the time the anchor gives it; a new talk spurt (no packet for
+``spurt_timeout_s``) re-anchors on arrival, which also absorbs drift between the sender's clock and
+ours. Timestamps never go backwards and frames never overlap.
+
+A first packet that arrived late (the reader thread ran late under load, the network held it) would
+otherwise put every later frame of the spurt in the future by as much, and a sender whose RTP clock
+overshoots short pauses (under ``spurt_timeout_s``) would ratchet it further at each one: the echo
+of the bot's playback then looked younger than the render the bot had sent, and past the render
+aligner's tolerance the bot looked silent to the echo gate (ADR 0006, decision 7). When the anchor moves earlier, the frames already emitted keep their times: the
+next ones start where the last ended (at most ``max_late_s`` later than their own time). A larger
+step is absorbed by a pause in the sender's stream when there is one (the next frame simply starts
+earlier in the silence); within continuous audio the part of a frame whose time was already covered
+is cut from its start (counted in ``trimmed_ms``), so consumers see contiguous timestamps and a
+one-off skip in the audio, never a frame in the past or an overlap.
 """
 
 from __future__ import annotations
@@ -82,11 +96,14 @@ class JitterSettings:
         depth: packets held back to wait for a missing one; also the wait in 20 ms frames.
         max_conceal: the longest burst of missing packets that is concealed rather than lost.
         spurt_timeout_s: a gap in arrivals longer than this starts a new talk spurt.
+        max_late_s: the most a frame is stamped later than its own time (on the least-transit
+            timeline) to stay contiguous with the frames before it; past that, the overlap is cut.
     """
 
     depth: int = 3
     max_conceal: int = 5
     spurt_timeout_s: float = 0.5
+    max_late_s: float = FRAME_S
 
 
 class _Held(NamedTuple):
@@ -122,6 +139,7 @@ class JitterBuffer:
         self._max_conceal = settings.max_conceal
         self._wait = settings.depth * FRAME_S
         self._spurt_timeout = settings.spurt_timeout_s
+        self._max_late = settings.max_late_s
         self._frame_ids = frame_ids if frame_ids is not None else itertools.count()
         self._decoder = decoder if decoder is not None else OpusDecoder()
         self._held: dict[int, _Held] = {}
@@ -130,7 +148,8 @@ class JitterBuffer:
         self._highest: int | None = None  # unwrap reference
         self._played: collections.deque[int] = collections.deque(maxlen=_LATE_WINDOW)
         self._last_arrival: float | None = None
-        self._anchor: tuple[float, int] | None = None  # (arrival, RTP timestamp) of the spurt
+        # (time on our clock, RTP timestamp) of the spurt's least-transit packet
+        self._anchor: tuple[float, int] | None = None
         self._last_end: float | None = None  # end time of the last emitted frame
 
     @property
@@ -167,8 +186,7 @@ class JitterBuffer:
             return out
         if self._last_arrival is not None and arrival - self._last_arrival > self._spurt_timeout:
             self._new_spurt(out)
-        if self._anchor is None:
-            self._anchor = (arrival, rtp_timestamp)
+        self._observe_transit(arrival, rtp_timestamp)
         self._held[ext] = _Held(rtp_timestamp, payload, arrival)
         self._last_arrival = arrival
         # Nothing plays these frames on a clock: they go to VAD and STT, so a packet that is next in
@@ -256,8 +274,10 @@ class JitterBuffer:
         if gap > self._max_conceal:
             self._counters.lost += gap
             self._next = first
-            held = self._held[first]
-            self._anchor = (held.arrival, held.rtp_timestamp)
+            # The sender's timeline may have jumped across the burst: anchor afresh on what is held.
+            self._anchor = None
+            for held in self._held.values():
+                self._observe_transit(held.arrival, held.rtp_timestamp)
             return
         self._next += 1
         self._counters.lost += 1  # lost = never received, whether concealed or not (as RTCP counts it)
@@ -271,11 +291,16 @@ class JitterBuffer:
         self._counters.concealed += 1
         self._emit(pcm, None, concealed=True, out=out)
 
+    def _observe_transit(self, arrival: float, rtp_timestamp: int) -> None:
+        """Anchor on this packet if it is the first of the spurt or arrived before the anchor's time for it."""
+        if self._anchor is None or arrival < self._rtp_time(rtp_timestamp):
+            self._anchor = (arrival, rtp_timestamp)
+
     def _rtp_time(self, rtp_timestamp: int) -> float:
         assert self._anchor is not None  # set by push() before any packet is held
-        arrival, anchor_ts = self._anchor
+        at, anchor_ts = self._anchor
         delta = ((rtp_timestamp - anchor_ts + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
-        return arrival + delta / DISCORD_RATE
+        return at + delta / DISCORD_RATE
 
     def _emit(
         self,
@@ -292,7 +317,15 @@ class JitterBuffer:
         if at is None:
             at = last_end if last_end is not None else (self._anchor[0] if self._anchor else 0.0)
         elif last_end is not None and at < last_end:
-            at = last_end  # keep frames ordered and non-overlapping despite sender clock quirks
+            # Keep frames ordered and non-overlapping: start where the last one ended, and cut what
+            # would be stamped more than ``max_late_s`` after its own time (the anchor moved earlier).
+            cut = round((last_end - at - self._max_late) * DISCORD_RATE) * DISCORD_CHANNELS * 2
+            if cut > 0:
+                self._counters.trimmed_ms += min(cut, len(pcm)) / _BYTES_PER_MS
+                pcm = pcm[cut:]
+                if not pcm:
+                    return
+            at = last_end
         duration_ms = len(pcm) / _BYTES_PER_MS
         self._last_end = at + duration_ms / 1000
         counters = self._counters

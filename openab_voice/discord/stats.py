@@ -51,6 +51,8 @@ class SpeakerCounters:
         dropped: packets dropped after attribution, by reason.
         dave_late: DAVE frames decrypted only after they waited for the session to catch up (a
             transition, op 31): held, not lost.
+        trimmed_ms: milliseconds of audio cut from the start of frames whose time was already
+            covered, after a talk spurt's anchor moved earlier (:mod:`~openab_voice.discord.jitter`).
     """
 
     packets: int = 0
@@ -60,6 +62,7 @@ class SpeakerCounters:
     concealed: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     dave_late: int = 0
+    trimmed_ms: float = 0.0
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count ``count`` packets dropped for ``reason``."""
@@ -75,6 +78,7 @@ class SpeakerCounters:
             "concealed": self.concealed,
             "dropped": dict(self.dropped),
             "dave_late": self.dave_late,
+            "trimmed_ms": round(self.trimmed_ms, 3),
         }
 
 

@@ -45,11 +45,16 @@ def feed(
     base_ts: int = 0,
     start: float = T0,
 ) -> list[AudioFrame]:
-    """Push packets ``order`` (offsets from ``base_seq``), one every 20 ms, then flush everything."""
+    """Push packets ``order`` (offsets from ``base_seq``), then flush everything.
+
+    Packet ``k`` is sent at ``start + k * 20 ms``; pushed ``i``-th, it arrives no earlier than
+    the ``i``-th slot (a packet never arrives before it was sent; one sent after its successor
+    arrives with it).
+    """
     out: list[AudioFrame] = []
     now = start
     for i, k in enumerate(order):
-        now = start + i * 0.020
+        now = start + max(i, k) * 0.020
         out += buffer.push(
             (base_seq + k) & 0xFFFF, (base_ts + k * 960) & 0xFFFF_FFFF, TONE[k % len(TONE)], now
         )
@@ -92,9 +97,9 @@ def test_in_order_packets_go_at_once_and_only_a_gap_waits_for_depth_or_time() ->
     # ... or more than ``depth`` packets are held behind a gap.
     assert buffer.push(5, 4800, TONE[5], T0 + 0.123) == []
     assert buffer.push(6, 5760, TONE[6], T0 + 0.124) == []
-    assert buffer.push(7, 6720, TONE[7], T0 + 0.125) == []
+    assert buffer.push(7, 6720, TONE[7], T0 + 0.145) == []
     assert buffer.held == 3
-    assert len(buffer.push(8, 7680, TONE[8], T0 + 0.126)) == 5  # 4 concealed, then 5..8 in order
+    assert len(buffer.push(8, 7680, TONE[8], T0 + 0.165)) == 5  # 4 concealed, then 5..8 in order
     assert buffer.held == 0
 
 
@@ -245,3 +250,49 @@ def test_opus_silence_frames_mark_the_end_of_a_transmission() -> None:
         payload = TONE[k % len(TONE)] if k < 3 else b"\xf8\xff\xfe"
         out += buffer.push(k, k * 960, payload, T0 + k * 0.02)
     assert [f.end_of_transmission for f in out] == [False] * 3 + [True] * 5
+
+
+def assert_contiguous(frames: list[AudioFrame]) -> None:
+    """Frames in order, never overlapping, without a gap (a continuous stream)."""
+    for a, b in zip(frames, frames[1:], strict=False):
+        assert b.timestamp == pytest.approx(a.timestamp + a.duration)
+
+
+def test_a_late_first_packet_does_not_stamp_the_spurt_late() -> None:
+    # The reader thread ran 50 ms late as a talk spurt began: packets 0..2 (sent at T0, +20, +40 ms)
+    # were stamped on arrival together at T0 + 50 ms; from packet 3 on, every one is on time.
+    buffer, counters, _ = make()
+    arrivals = [T0 + 0.050] * 3 + [T0 + k * 0.020 for k in range(3, 12)]
+    frames: list[AudioFrame] = []
+    stamped: list[tuple[AudioFrame, float]] = []
+    for k, arrival in enumerate(arrivals):
+        released = buffer.push(k, k * 960, TONE[k % len(TONE)], arrival)
+        frames += released
+        stamped += [(f, arrival) for f in released]
+    assert frames[0].timestamp == pytest.approx(T0 + 0.050)  # nothing said yet that it was late
+    assert_contiguous(frames)
+    # Once an on-time packet showed the anchor was late, no frame is stamped later than its packet
+    # arrived by more than one frame (it was 50 ms for every frame of the spurt).
+    assert all(f.timestamp - arrival <= 0.020 + 1e-9 for f, arrival in stamped[3:])
+    assert stamped[-1][0].timestamp - arrival <= 0.020 + 1e-9
+    # The step back was cut from the audio once (30 ms: 50 late, less the 20 ms allowed), not hidden.
+    assert counters.trimmed_ms == pytest.approx(30.0)
+    assert sum(f.duration for f in frames) == pytest.approx(12 * 0.020 - 0.030)
+
+
+def test_a_short_pause_absorbs_the_anchor_moving_earlier() -> None:
+    # A sender whose RTP clock overshoots each pause by 15 ms, with pauses shorter than a talk spurt's
+    # timeout: the anchor is kept, and the overshoot used to add up (15, 30, 45 ... ms late).
+    buffer, counters, _ = make()
+    firsts: list[tuple[float, float]] = []  # (timestamp, arrival) of each utterance's first frame
+    seq, ts, now = 0, 0, T0
+    for _ in range(6):
+        for k in range(10):
+            out = buffer.push(seq + k, ts + k * 960, TONE[k % len(TONE)], now + k * 0.020)
+            if k == 0:
+                firsts.append((out[0].timestamp, now))
+        seq += 10
+        ts += 10 * 960 + round((0.400 + 0.015) * 48_000)
+        now += 10 * 0.020 + 0.400
+    assert [t - arrival for t, arrival in firsts] == pytest.approx([0.0] * 6, abs=1e-6)
+    assert counters.trimmed_ms == 0.0  # each step back fell inside a pause: no audio cut
