@@ -36,6 +36,8 @@ from openab_voice.engine.events import (
     TurnIgnored,
 )
 
+_CUT_SHOWN = 60  # characters of a cut utterance's unheard part shown
+
 
 def describe(event: Event) -> str | None:
     """One human line for an event, or None for events not worth a line."""
@@ -69,8 +71,7 @@ def describe(event: Event) -> str | None:
         case DialogueStateChanged():
             return f"dialogue {event.previous} -> {event.state} ({event.cause})"
         case BotUtteranceFinished():
-            cut = " [interrupted]" if event.interrupted else ""
-            return f"bot said: {event.spoken_text!r}{cut}"
+            return _bot_said(event)
         case SpeechDropped():
             return f"bot did not say {event.text!r}: {event.reason} ({event.cause}, {event.point})"
         case InterruptionDetected():
@@ -130,3 +131,16 @@ class TerminalReporter:
 
     def close(self) -> None:
         self._sub.close()
+
+
+def _bot_said(event: BotUtteranceFinished) -> str:
+    """What was heard; for a cut utterance also where it was cut (only whole sentences count as heard)."""
+    said = f"bot said: {event.spoken_text!r}"
+    if not event.interrupted:
+        return said
+    rest = event.text[len(event.spoken_text) :].strip() if event.text.startswith(event.spoken_text) else ""
+    if not rest:
+        return f"{said} [interrupted]"
+    if len(rest) > _CUT_SHOWN:
+        rest = rest[:_CUT_SHOWN].rsplit(" ", 1)[0] + " ..."
+    return f"{said} [interrupted; not heard to the end: {rest!r}]"

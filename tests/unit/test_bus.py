@@ -87,3 +87,27 @@ def test_terminal_lines_for_the_action_plane() -> None:
         at=1.0, action_id="a-1", execution="outcome_unknown", delivered=False, messages=0
     )
     assert describe(lost) == "action a-1: outcome_unknown, result NOT delivered"
+
+
+def test_terminal_lines_say_where_a_cut_utterance_was_cut() -> None:
+    from openab_voice.engine.events import BotUtteranceFinished
+    from openab_voice.report.terminal import describe
+
+    def said(text: str, spoken: str, *, interrupted: bool) -> str | None:
+        return describe(
+            BotUtteranceFinished(at=1.0, turn_id="t", text=text, spoken_text=spoken, interrupted=interrupted)
+        )
+
+    assert said("Paris.", "Paris.", interrupted=False) == "bot said: 'Paris.'"
+    story = (
+        "The story is about a robot. It lived in a lighthouse by the sea and counted the ships every night."
+    )
+    assert said(story, "The story is about a robot.", interrupted=True) == (
+        "bot said: 'The story is about a robot.' [interrupted; not heard to the end: "
+        "'It lived in a lighthouse by the sea and counted the ships ...']"
+    )
+    assert said(story, "", interrupted=True) == (
+        "bot said: '' [interrupted; not heard to the end: "
+        "'The story is about a robot. It lived in a lighthouse by the ...']"
+    )
+    assert said("Paris.", "Paris.", interrupted=True) == "bot said: 'Paris.' [interrupted]"
