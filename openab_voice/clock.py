@@ -144,3 +144,12 @@ def perf_ns() -> int:
 def thread_cpu_ns() -> int:
     """CPU time consumed by the calling thread, for per-core benchmarks."""
     return time.thread_time_ns()
+
+
+def seconds_since_wall_ns(stamp_ns: int) -> float:
+    """Seconds from a kernel ``CLOCK_REALTIME`` stamp (nanoseconds since the epoch) to now.
+
+    For a host event the kernel timed (a datagram's arrival): a physical age, not a time policy,
+    so it reads the real wall clock even where a fake clock is injected.
+    """
+    return (time.time_ns() - stamp_ns) / 1e9

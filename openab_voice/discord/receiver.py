@@ -13,7 +13,8 @@ All receive state belongs to the worker thread; nothing is shared under locks. T
 and the event loop only enqueue into the one :class:`~openab_voice.discord.inbox.Inbox` (which
 keeps control messages in order with packets), and the worker hands results back through the
 loop. The worker never reads the clock: packets carry their arrival time from
-:meth:`VoiceReceiver.feed`, which also ticks the pipeline while audio flows (jitter-buffer timeouts
+:meth:`VoiceReceiver.feed` (the kernel's receive stamp of the datagram, ``arrival.py``, once
+:meth:`VoiceReceiver.set_socket_source` names the socket), which also ticks the pipeline while audio flows (jitter-buffer timeouts
 never wait behind the event loop); an asyncio ticker on the injected clock covers silence, expiry of
 held packets and the periodic ``ReceiveStatsUpdated``. After each tick the frame sinks learn the
 capture watermark (:meth:`VoiceReceiver.add_watermark_sink`).
@@ -27,6 +28,7 @@ import contextlib
 import copy
 import enum
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from openab_voice.audio.frame import AudioFrame
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.discord import stats as reasons
+from openab_voice.discord.arrival import ArrivalStamps
 from openab_voice.discord.inbox import Inbox
 from openab_voice.discord.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
 from openab_voice.discord.transport import TransportCipher, cipher_for
@@ -189,6 +192,18 @@ class VoiceReceiver:
         self._reader_boosted = False  # written by the reader thread only
         self._feed_failures_seen = 0
         self._errors_logged = 0
+        self._arrivals = ArrivalStamps(clock, lambda: None)
+
+    def set_socket_source(self, source: Callable[[], socket.socket | None]) -> None:
+        """The socket the datagrams given to :meth:`feed` are read from (read per datagram: a
+        reconnect replaces it); their arrival is then its kernel receive stamp. Call before the
+        listener is registered."""
+        self._arrivals = ArrivalStamps(self._clock, source)
+
+    def arrival_sources(self) -> dict[str, int]:
+        """How many datagram arrivals came from the kernel's stamp, and how many from the clock when
+        the reader got to them (written by the reader thread; a snapshot for diagnostics)."""
+        return {"kernel": self._arrivals.kernel, "read": self._arrivals.read}
 
     # --- any thread ---------------------------------------------------------------------------
 
@@ -200,7 +215,7 @@ class VoiceReceiver:
                 # the kernel's buffer while ticks move the capture watermark past them.
                 self._reader_boosted = True
                 boost_audio_thread()
-            self._inbox.offer((data, self._clock.monotonic()))
+            self._inbox.offer((data, self._arrivals.arrival()))
         except Exception:  # an exception here would kill discord.py's SocketReader thread
             self._feed_failures += 1
 

@@ -132,7 +132,9 @@ class ReceivingVoiceClient(discord.VoiceClient):
             self.receiver.set_transport(self.mode, bytes(self.secret_key))
             self.receiver.set_dave_source(self.current_dave_session)
             if not self._listening:
-                self._connection.add_socket_listener(self.receiver.feed)
+                connection = self._connection
+                self.receiver.set_socket_source(lambda: connection.socket or None)  # MISSING is falsy
+                connection.add_socket_listener(self.receiver.feed)
                 self._listening = True
         elif op == OP_SPEAKING and "user_id" in data and "ssrc" in data:
             self.receiver.map_ssrc(int(data["ssrc"]), str(data["user_id"]))

@@ -355,7 +355,11 @@ async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice
     async with plane_rig(db_url, tmp_path, clock=FakeClock()) as plane:
 
         def actions(clock: Any) -> ToolPath:
-            registry = ToolRegistry(clock)
+            # The rig drives its virtual clock ahead while the broker's work is real database I/O:
+            # a tool timeout on that clock would race the database (under load it fired first, and
+            # the call came back TOOL_TIMEOUT with the proposal posted). The plane's clock is the
+            # broker's own and stands still.
+            registry = ToolRegistry(plane.clock)
             register_action_tools(registry, plane.broker, FACTS)
             return registry
 
@@ -371,6 +375,7 @@ async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice
                 for e in rig.client_events("conversation.item.create")
                 if e.item.type == "function_call_output"
             ]
+            assert "action_id" in outputs[0], outputs[0]
             action_id = outputs[0]["action_id"]
             assert outputs[0]["status"] in ("proposed", "delivered")
             rig.say("yes, I approve it, go ahead", speaker=operator)

@@ -85,13 +85,16 @@ async def test_loss_and_reordering_are_concealed(clips: dict[int, bytes]) -> Non
         report = await h.emulator.speaker(ALICE).say(clips[ALICE])
         await drain(h)
         stats = h.session.receiver.snapshot()["speakers"][str(ALICE)]
+        arrivals = h.session.receiver.arrival_sources()
         track = envelope(h.recorder.track(str(ALICE)))
     assert report.dropped_by_impairment > 0 and report.reordered > 0
     assert 0 < stats["concealed"] <= stats["lost"]
     # every packet the emulator dropped is detected as lost; reordering within the jitter depth loses nothing
     assert report.dropped_by_impairment <= stats["lost"] <= report.dropped_by_impairment + report.reordered
     corr, _ = best_correlation(track, envelope(clips[ALICE]), round(0.2 * FRAMES_PER_S))
-    assert corr >= 0.9, f"r={corr:.3f}"
+    # It failed once in CI (r=0.813, not reproduced idle or with four cores busy): say what the
+    # buffer did (cuts, drops, concealment) and where arrival times came from.
+    assert corr >= 0.9, f"r={corr:.3f} receive={stats} sent={report} arrivals={arrivals}"
 
 
 async def test_bot_playback_is_decoded_by_the_emulator_and_interrupt_stops_within_a_frame() -> None:

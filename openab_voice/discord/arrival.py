@@ -1,0 +1,88 @@
+"""When a datagram reached this host: the kernel's receive time of the one just read.
+
+discord.py's ``SocketReader`` thread reads the UDP socket and calls our listener with the bytes
+alone. Stamped with the clock at that moment, a datagram's arrival is really the time the reader got
+to it: a reader held up by CPU contention (or by the GIL, a garbage collection) reads a burst of
+datagrams late and stamps them all alike. At the start of a talk spurt that is the worst case for the
+jitter buffer, which anchors a spurt's timeline on its least-transit packet: the late first packet's
+frames go out stamped late, the burst after it moves the anchor back, and the speech that follows
+is cut (``trimmed_ms``) to keep the timeline contiguous (ADR 0006, decision 8).
+
+Linux records when each datagram arrived. ``ioctl(SIOCGSTAMPNS)`` returns that time for the last
+datagram the socket handed to user space, so a listener called right after ``recv`` (as discord.py
+calls it, on the reader thread) learns its datagram's true arrival however late it ran. The first
+call switches the recording on (so it is made as soon as the socket is named, before media flows;
+a socket that replaces it is switched on by its first datagram); where stamps are not available
+(another OS, a socket that was closed), the arrival is the clock's now, as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+import sys
+from collections.abc import Callable
+from typing import Final
+
+from openab_voice.clock import Clock, seconds_since_wall_ns
+
+# <linux/sockios.h>: SIOCGSTAMPNS (struct timespec of the last packet passed to the user).
+_SIOCGSTAMPNS: Final = 0x8907
+_TIMESPEC: Final = struct.Struct("@qq")
+# A stamp older than this is not trusted (the wall clock stepped, or it is some earlier datagram's).
+MAX_AGE_S: Final = 2.0
+
+
+class ArrivalStamps:
+    """Arrival times of the datagrams a socket reader hands over, on the injected clock.
+
+    Args:
+        clock: arrival times are on its ``monotonic()`` timeline.
+        socket_source: the socket being read now (read on every call: a reconnect replaces it).
+
+    Only the reader thread calls :meth:`arrival`; the counters are that thread's.
+    """
+
+    def __init__(self, clock: Clock, socket_source: Callable[[], socket.socket | None]) -> None:
+        self._clock = clock
+        self._socket_source = socket_source
+        self._available = sys.platform.startswith("linux")
+        self._buffer = bytes(_TIMESPEC.size)
+        self.kernel = 0  # arrivals taken from the kernel's stamp
+        self.read = 0  # arrivals taken when the reader got to the datagram
+        # The kernel stamps only the datagrams that arrive after recording is on (it hands back
+        # "now" for earlier ones): switch it on for the socket there is already.
+        if self._available:
+            self._age()
+
+    def arrival(self) -> float:
+        """When the datagram the socket returned last arrived (call right after ``recv``)."""
+        now = self._clock.monotonic()
+        if self._available:
+            age = self._age()
+            if age is not None:
+                self.kernel += 1
+                return now - age
+        self.read += 1
+        return now
+
+    def _age(self) -> float | None:
+        sock = self._socket_source()
+        if sock is None:
+            return None
+        try:
+            import fcntl
+
+            raw = fcntl.ioctl(sock.fileno(), _SIOCGSTAMPNS, self._buffer)
+        except OSError as exc:
+            # ENOENT: nothing recorded yet (the first call turns recording on); EBADF: the socket
+            # was closed under the reader. Anything else: this host cannot give stamps at all.
+            if exc.errno not in (errno.ENOENT, errno.EBADF):
+                self._available = False
+            return None
+        except (ImportError, ValueError):  # no fcntl on this platform; a closed socket's fileno -1
+            return None
+        seconds, nanoseconds = _TIMESPEC.unpack(raw)
+        age = seconds_since_wall_ns(seconds * 1_000_000_000 + nanoseconds)
+        return age if 0.0 <= age <= MAX_AGE_S else None
