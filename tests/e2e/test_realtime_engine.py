@@ -353,13 +353,25 @@ async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice
     ]
     operator = str(OPERATOR)
     async with plane_rig(db_url, tmp_path, clock=FakeClock()) as plane:
+        # The broker's work is real database I/O, while the rig drives its virtual clock on which
+        # the tool's 5 s timeout runs: 5 virtual seconds pass in about 0.15 s, so a proposal that
+        # took longer (CI, PostgreSQL under load) came back TOOL_TIMEOUT. The virtual clock is held
+        # while the broker works: the rig drives it until the proposal starts, then the test waits
+        # for it in real time.
+        proposing, proposed = asyncio.Event(), asyncio.Event()
+        propose = plane.broker.propose
+
+        async def gated_propose(request: Any) -> Any:
+            proposing.set()
+            try:
+                return await propose(request)
+            finally:
+                proposed.set()
+
+        plane.broker.propose = gated_propose  # type: ignore[method-assign]
 
         def actions(clock: Any) -> ToolPath:
-            # The rig drives its virtual clock ahead while the broker's work is real database I/O:
-            # a tool timeout on that clock would race the database (under load it fired first, and
-            # the call came back TOOL_TIMEOUT with the proposal posted). The plane's clock is the
-            # broker's own and stands still.
-            registry = ToolRegistry(plane.clock)
+            registry = ToolRegistry(clock)
             register_action_tools(registry, plane.broker, FACTS)
             return registry
 
@@ -367,6 +379,9 @@ async def test_a_spoken_task_is_pinned_as_a_proposal_and_never_approved_by_voice
         async with RealtimeRig(replies=replies, names=names, tools=actions) as rig:
             await rig.until_ready()
             rig.say("start a task: add a readme to the workspace", speaker=operator)
+            await rig.until(proposing.is_set)
+            async with asyncio.timeout(30):  # real time: a hang guard, never a pacing
+                await proposed.wait()
             await rig.until_finished("turn-1")
             await plane.log.wait_for("post_proposal")
             [proposal] = plane.channel.proposals()
