@@ -27,8 +27,8 @@ import asyncio
 import enum
 import itertools
 import logging
-from dataclasses import dataclass
-from typing import assert_never
+from dataclasses import dataclass, replace
+from typing import TypeVar, assert_never
 
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
@@ -75,7 +75,7 @@ from openab_voice.engine.state import (
     transition,
 )
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.engine.turns import FloorLog, Roster, TurnPolicy
+from openab_voice.engine.turns import EarlyNames, FloorLog, Roster, TurnPolicy
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
 from openab_voice.tasks import TaskOwner
@@ -83,6 +83,7 @@ from openab_voice.tasks import TaskOwner
 __all__ = ["ConversationManager"]
 
 log = logging.getLogger(__name__)
+_Decoded = TypeVar("_Decoded", TranscriptFinal, TranscriptSpeculative)
 
 
 class _Phase(enum.Enum):
@@ -201,6 +202,7 @@ class ConversationManager:
         # a response's progress reports must never be dropped.
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
         self._prepared: dict[str, PreparedResponse] = {}
+        self._early_names = EarlyNames()
         self._tasks = TaskOwner(f"conversation {session_id}")  # the loop and the interruption window
         self._timer: asyncio.Task[None] | None = None
         self._turn_ids = itertools.count(1)
@@ -294,20 +296,24 @@ class ConversationManager:
     async def _handle(self, item: _Item) -> None:
         match item:
             case TranscriptFinal():
-                await self._on_final(item)
+                await self._on_final(self._as_heard(item))
                 self._responses.drop_prepared(item.utterance_id)  # its final did not take it
             case _Claimed():
                 # A request for an intake: not a dialogue turn, and not a false interruption.
+                self._early_names.forget(item.final.utterance_id)
                 self._ignored(item.final, "action_request")
                 self._controller.on_final(item.final.speaker_id, accepted=True)
                 self._responses.drop_prepared(item.final.utterance_id)
             case TranscriptSpeculative():
-                self._on_speculative(item)
+                self._on_speculative(self._as_heard(item))
             case SpeculationWithdrawn():
                 self._responses.drop_prepared(item.utterance_id)
             case TranscriptPartial():
+                if item.stable:
+                    self._early_names.note(item.utterance_id, item.text, self._policy.wake_name)
                 self._controller.on_partial(item.speaker_id, item.text)
             case TranscriptDiscarded():
+                self._early_names.forget(item.utterance_id)
                 self._responses.drop_prepared(item.utterance_id)
                 await self._resume(self._controller.on_discarded(item.speaker_id))
             case SpeechStarted():
@@ -375,6 +381,20 @@ class ConversationManager:
             audio_start=event.audio_start,
         )
         await self._dispatch(UserTurn(turn_id=turn_id, response_id=turn_id))
+
+    def _as_heard(self, event: _Decoded) -> _Decoded:
+        """``event`` with the wake name its stable partials agreed on, where the decode of the whole
+        utterance misheard it (tiny.en: "Jervous, tell me ..." after "Jarvis, tell me" twice)."""
+        text = self._early_names.heard(
+            event.utterance_id,
+            event.text,
+            self._policy.wake_name,
+            final=isinstance(event, TranscriptFinal),
+        )
+        if text == event.text:
+            return event
+        log.info("%s: the final misheard the wake name its stable partials agreed on", event.utterance_id)
+        return replace(event, text=text)
 
     def _half_duplex_ignores(self, start: float, end: float) -> bool:
         return self._settings.mode is DialogueMode.TURN_BASED and self._floor.overlaps(start, end)

@@ -8,7 +8,8 @@
   else is kept as channel context only.
 
 Matching ignores case, accents and punctuation, and tolerates STT splitting or joining the name's
-words ("Open AB" matches "OpenAB"). Pure: no I/O.
+words ("Open AB" matches "OpenAB"). A final that misheard the name its utterance's stable partials
+agreed on gets the name back (:func:`name_as_heard_early`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from typing import Protocol
 
 __all__ = [
     "LEADING_VOCATIVES",
+    "EarlyNames",
     "FloorLog",
     "Roster",
     "TurnDecision",
     "TurnPolicy",
     "addresses",
+    "name_as_heard_early",
     "name_tokens",
+    "opens_with_name",
     "without_address",
 ]
 
@@ -79,10 +83,62 @@ def addresses(text: str, wake_name: str) -> bool:
     words = name_tokens(text)
     if not wake or not words:
         return False
-    starts = [words, words[1:]] if words[0] in LEADING_VOCATIVES else [words]
+    return _leading_name(words, wake) > 0 or _prefix_joins_to(words[::-1], wake, rev=True)
+
+
+def opens_with_name(text: str, wake_name: str) -> bool:
+    """True when ``text`` starts with ``wake_name`` (after an optional "hey"): the rule for a prefix of
+    an utterance (a stable partial), whose last word is not the utterance's end."""
+    wake = "".join(name_tokens(wake_name))
+    return bool(wake) and _leading_name(name_tokens(text), wake) > 0
+
+
+def name_as_heard_early(final: str, early: str, wake_name: str) -> str | None:
+    """``final`` with its opening name as ``early`` heard it, or None to leave it as it is.
+
+    ``early`` is a stable partial of the same utterance (a prefix two decodes agreed on) that opened
+    with the wake name; the final decode of the whole utterance misheard it past the tolerance
+    ("Jervous, tell me about the Eiffel Tower." after "Jarvis, tell me"). Only when the final does not
+    address the bot anyway, and only where the two agree again right after the name (the next word or
+    two, allowing the final's version of the name one word more or less): otherwise the final heard
+    something else and stands.
+
+    >>> name_as_heard_early("Jervous, tell me about the tower.", "Jarvis, tell me", "Jarvis")
+    'Jarvis, tell me about the tower.'
+    """
+    wake = "".join(name_tokens(wake_name))
+    if not wake or addresses(final, wake_name):
+        return None
+    early_spans, final_spans = _spans(early), _spans(final)
+    early_words, final_words = [w for w, _, _ in early_spans], [w for w, _, _ in final_spans]
+    named = _leading_name(early_words, wake)
+    after = early_words[named : named + 2]
+    if not named or not after:
+        return None
+    for k in dict.fromkeys((named, named - 1, named + 1)):
+        if k >= 1 and final_words[k : k + len(after)] == after:
+            return early[: early_spans[named - 1][2]] + final[final_spans[k - 1][2] :]
+    return None
+
+
+def _spans(text: str) -> list[tuple[str, int, int]]:
+    """(folded word, start, end) of each word of ``text``."""
+    spans = [("".join(name_tokens(m.group(0))), m.start(), m.end()) for m in _WORD.finditer(text)]
+    return [span for span in spans if span[0]]
+
+
+def _leading_name(words: list[str], wake: str) -> int:
+    """How many opening ``words`` the wake name takes, with a "hey" or "excuse me" before it; 0: none."""
+    skips = [0]
+    if words[:1] and words[0] in LEADING_VOCATIVES:
+        skips.append(1)
     if words[:2] == ["excuse", "me"]:
-        starts.append(words[2:])
-    return any(_prefix_joins_to(seq, wake) for seq in starts) or _prefix_joins_to(words[::-1], wake, rev=True)
+        skips.append(2)
+    for skip in skips:
+        count = _run_length(words[skip:], wake)
+        if count:
+            return skip + count
+    return 0
 
 
 def _prefix_joins_to(words: list[str], wake: str, *, rev: bool = False) -> bool:
@@ -231,3 +287,36 @@ class FloorLog:
         if self._since is not None:
             return True
         return any(start < span_end and end > span_start for span_start, span_end in self._spans)
+
+
+class EarlyNames:
+    """The stable partials that opened with the wake name, per utterance, until its final comes.
+
+    Args:
+        keep: utterances remembered at most (the oldest is forgotten first).
+    """
+
+    def __init__(self, *, keep: int = 32) -> None:
+        self._keep = keep
+        self._early: dict[str, str] = {}
+
+    def note(self, utterance_id: str, stable_text: str, wake_name: str) -> None:
+        """Remember a stable partial of ``utterance_id`` if it opens with ``wake_name``."""
+        if not opens_with_name(stable_text, wake_name):
+            return
+        self._early.pop(utterance_id, None)
+        self._early[utterance_id] = stable_text
+        while len(self._early) > self._keep:
+            del self._early[next(iter(self._early))]
+
+    def heard(self, utterance_id: str, text: str, wake_name: str, *, final: bool) -> str:
+        """``text`` of ``utterance_id`` with the name its stable partials heard, when the decode of
+        the whole misheard it (:func:`name_as_heard_early`); a ``final`` ends the utterance."""
+        early = self._early.pop(utterance_id, None) if final else self._early.get(utterance_id)
+        if early is None:
+            return text
+        return name_as_heard_early(text, early, wake_name) or text
+
+    def forget(self, utterance_id: str) -> None:
+        """The utterance ended without a final of its own (discarded, or claimed by an intake)."""
+        self._early.pop(utterance_id, None)

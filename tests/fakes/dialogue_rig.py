@@ -174,15 +174,17 @@ class Rig:
             )
         )
 
-    def partial(self, text: str, *, speaker: str = "alice") -> None:
+    def partial(
+        self, text: str, *, speaker: str = "alice", utterance_id: str = "partial", stable: bool = False
+    ) -> None:
         self.hear(
             TranscriptPartial(
                 at=self.now(),
                 session_id=SESSION,
                 speaker_id=speaker,
-                utterance_id="partial",
+                utterance_id=utterance_id,
                 text=text,
-                stable=False,
+                stable=stable,
                 audio_start=self.now() - 0.5,
                 audio_end=self.now(),
             )

@@ -98,6 +98,27 @@ async def test_two_humans_need_the_wake_name_and_others_are_context() -> None:
         assert request[-1].content == "What did Bob ask?"
 
 
+async def test_a_final_that_misheard_the_name_its_stable_partials_agreed_on_is_still_a_turn() -> None:
+    names = {"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}
+    async with Rig(replies=[ScriptedReply.text("It is in Paris.")], names=names) as rig:
+        # Two decodes agreed on "Jarvis, tell me"; the decode of the whole heard "Jervous" (3 edits).
+        rig.partial("Jarvis, tell me", utterance_id="u1", stable=True)
+        rig.say("Jervous, tell me about the Eiffel Tower.", utterance_id="u1")
+        await rig.until_finished("turn-1")
+        assert [e.text for e in rig.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
+        assert rig.chat.requests[0][-1].content == "Tell me about the Eiffel Tower."
+        # Only stable partials of the same utterance count, and only where the final agrees after the name.
+        rig.partial("Jarvis, what is", utterance_id="u2", stable=False)
+        rig.say("Jervous, what is the time?", utterance_id="u2")
+        rig.partial("Jarvis, what is", utterance_id="u3", stable=True)
+        rig.say("Jervous, what is the time?", utterance_id="u4")
+        rig.partial("Jarvis, tell me", utterance_id="u5", stable=True)
+        rig.say("Charlie, do you know?", utterance_id="u5")
+        await rig.run(0.2)
+        assert [e.reason for e in rig.of(TurnIgnored)] == ["not_addressed"] * 3
+        assert len(rig.chat.requests) == 1
+
+
 async def test_turn_based_ignores_capture_while_the_bot_speaks() -> None:
     settings = DialogueSettings(bot_user_id="bot", mode=DialogueMode.TURN_BASED)
     replies = [ScriptedReply.text(ANSWER), ScriptedReply.text("Yes.")]

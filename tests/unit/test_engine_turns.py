@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from openab_voice.engine.turns import FloorLog, TurnPolicy, addresses, name_tokens, without_address
+from openab_voice.engine.turns import (
+    EarlyNames,
+    FloorLog,
+    TurnPolicy,
+    addresses,
+    name_as_heard_early,
+    name_tokens,
+    opens_with_name,
+    without_address,
+)
 from openab_voice.testing.dialogue_fakes import FakeRoster
 
 
@@ -129,3 +138,46 @@ def test_without_address_takes_the_wake_name_off(text: str, expected: str) -> No
 
 def test_without_address_joins_split_names() -> None:
     assert without_address("Open AB, hello there", "OpenAB") == "Hello there"
+
+
+@pytest.mark.parametrize(
+    ("final", "early", "expected"),
+    [
+        ("Jervous, tell me about the tower.", "Jarvis, tell me", "Jarvis, tell me about the tower."),
+        ("Hey Jervous, tell me more.", "Hey Jarvis, tell me", "Hey Jarvis, tell me more."),
+        ("Jer vous, tell me more.", "Jarvis, tell me", "Jarvis, tell me more."),  # the final split it
+        ("Jervous tell", "Jarvis tell me", None),  # ends before it agrees: not enough to go on
+        ("Charlie, where is it?", "Jarvis, tell me", None),  # heard something else after the name
+        ("Tell me more.", "Jarvis, tell me", None),  # the final has no word where the name was
+        ("Jarvis, tell me more.", "Jarvis, tell me", None),  # addressed anyway: nothing to correct
+        ("Jervous, tell me more.", "Jarvis", None),  # nothing after the name to align on
+        ("what is up, Jervous", "what is up Jarvis", None),  # a prefix ending in the name is no opening
+    ],
+)
+def test_a_final_gets_back_the_name_its_stable_partials_heard(
+    final: str, early: str, expected: str | None
+) -> None:
+    assert name_as_heard_early(final, early, "Jarvis") == expected
+
+
+def test_opens_with_name_is_the_rule_for_a_prefix() -> None:
+    assert opens_with_name("Hey Jarvis, what", "Jarvis") and opens_with_name("excuse me Jarvis", "Jarvis")
+    assert not opens_with_name("what time is it, Jarvis", "Jarvis")  # an end only once the utterance ends
+    assert not opens_with_name("Jarvis", "")
+
+
+def test_early_names_are_kept_per_utterance_until_it_ends_and_bounded() -> None:
+    early = EarlyNames(keep=2)
+    early.note("u1", "what is", "Jarvis")  # does not open with the name: not kept
+    assert early.heard("u1", "Jervous, what is it", "Jarvis", final=True) == "Jervous, what is it"
+    early.note("u1", "Jarvis, what", "Jarvis")
+    early.note("u1", "Jarvis, what is", "Jarvis")  # the stable prefix grew
+    assert early.heard("u1", "Jervous, what is it", "Jarvis", final=False) == "Jarvis, what is it"
+    assert early.heard("u1", "Jervous, what is it", "Jarvis", final=True) == "Jarvis, what is it"
+    assert early.heard("u1", "Jervous, what is it", "Jarvis", final=True) == "Jervous, what is it"  # ended
+    for uid in ("u2", "u3", "u4"):
+        early.note(uid, "Jarvis, what", "Jarvis")
+    assert early.heard("u2", "Jervous, what", "Jarvis", final=True) == "Jervous, what"  # forgotten first
+    early.forget("u4")
+    assert early.heard("u4", "Jervous, what", "Jarvis", final=True) == "Jervous, what"
+    assert early.heard("u3", "Jervous, what", "Jarvis", final=True) == "Jarvis, what"
