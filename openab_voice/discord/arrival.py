@@ -12,7 +12,8 @@ Linux records when each datagram arrived. ``ioctl(SIOCGSTAMPNS)`` returns that t
 datagram the socket handed to user space, so a listener called right after ``recv`` (as discord.py
 calls it, on the reader thread) learns its datagram's true arrival however late it ran. The first
 call switches the recording on (so it is made as soon as the socket is named, before media flows;
-a socket that replaces it is switched on by its first datagram); where stamps are not available
+a socket that replaces it is switched on by its first datagram; the kernel flips it lazily, and until
+then a datagram reads back as arriving when it was read); where stamps are not available
 (another OS, a socket that was closed), the arrival is the clock's now, as before.
 """
 
