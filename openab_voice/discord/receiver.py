@@ -14,9 +14,9 @@ and the event loop only enqueue into the one :class:`~openab_voice.discord.inbox
 keeps control messages in order with packets), and the worker hands results back through the
 loop. The worker never reads the clock: packets carry their arrival time from
 :meth:`VoiceReceiver.feed` (the kernel's receive stamp of the datagram, ``arrival.py``, once
-:meth:`VoiceReceiver.set_socket_source` names the socket), which also ticks the pipeline while audio flows (jitter-buffer timeouts
-never wait behind the event loop); an asyncio ticker on the injected clock covers silence, expiry of
-held packets and the periodic ``ReceiveStatsUpdated``. After each tick the frame sinks learn the
+:meth:`VoiceReceiver.set_socket_source` names the socket), which also ticks the pipeline while
+audio flows (jitter-buffer timeouts never wait behind the event loop); an asyncio ticker on the
+injected clock covers silence, expiry of held packets and the periodic ``ReceiveStatsUpdated``. After each tick the frame sinks learn the
 capture watermark (:meth:`VoiceReceiver.add_watermark_sink`).
 """
 

@@ -35,6 +35,10 @@ def test_ten_talkers_at_once_every_utterance_whole_and_in_order() -> None:
         "unattributed_finals": report["unattributed_finals"],
         "lag_ms": report["lag_ms"],
         "backlog": report["backlog"],
+        # A front end that fell a second behind a speaker lost that audio, and two of its
+        # utterances became one (bench transcribe --load 1: 326 frames, 2 missing, once)
+        "front_end_overruns": report["front_end_overruns"],
+        "receive_drops": report["receive_drops"],
     }
     assert report["utterances"] == 20 and report["missing"] == 0, why
     assert report["fragments"] == 0, why
