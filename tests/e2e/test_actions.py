@@ -121,6 +121,17 @@ async def only_action(plane: ActionPlane, h: BotOnEmulator) -> ActionRecord:
     return actions[0]
 
 
+async def delivered_action(plane: ActionPlane, h: BotOnEmulator) -> ActionRecord:
+    """The only action, once delivered (posted and pinned). The message is visible as soon as it is
+    posted; a click before the store says delivered is refused ("click again"), so a test that
+    clicks on the message alone lost its click under load."""
+    await until(
+        lambda: [a.status for a in plane.store.recent(guild_id=h.emulator.guild_id)] == [JobStatus.DELIVERED],
+        "the delivered write",
+    )
+    return await only_action(plane, h)
+
+
 async def test_spoken_task_is_pinned_confirmed_by_the_operator_and_reported_in_text(
     rig: tuple[BotOnEmulator, ActionPlane],
 ) -> None:
@@ -130,12 +141,7 @@ async def test_spoken_task_is_pinned_confirmed_by_the_operator_and_reported_in_t
     say(h, OPERATOR, "Start a task: write the release notes for version two.", 1)
     await until(lambda: bool(proposals(h)), "the proposal")
     message = proposals(h)[0]
-    # The message is visible as soon as it is posted; the store says delivered once it is also pinned.
-    await until(
-        lambda: [a.status for a in plane.store.recent(guild_id=h.emulator.guild_id)] == [JobStatus.DELIVERED],
-        "the delivered write",
-    )
-    action = await only_action(plane, h)
+    action = await delivered_action(plane, h)
     assert action.status is JobStatus.DELIVERED and action.goal == "write the release notes for version two."
     assert action.proposed_by == OPERATOR and action.proposal_message_id == int(message["id"])
     assert int(message["id"]) in h.emulator.pins()
@@ -173,7 +179,7 @@ async def test_spoken_approval_approves_nothing_and_reject_and_replay_are_final(
     h, plane = rig
     say(h, OPERATOR, "Start a task: delete the old branches.", 1)
     await until(lambda: bool(proposals(h)), "the proposal")
-    action = await only_action(plane, h)
+    action = await delivered_action(plane, h)
     for n, words in enumerate(["Yes.", "I approve, confirm the task.", "Jarvis, yes, go ahead."], start=2):
         say(h, OPERATOR, words, n)
     await asyncio.sleep(0.5)
@@ -221,8 +227,11 @@ async def test_agent_crash_is_outcome_unknown_until_the_operator_reconciles(
     h, plane = rig
     say(h, OPERATOR, "Start a task: refactor the parser.", 1)
     await until(lambda: bool(proposals(h)), "the proposal")
-    action = await only_action(plane, h)
-    await h.emulator.click_button(OPERATOR, int(proposals(h)[0]["id"]), button_id(CONFIRM, action.id))
+    action = await delivered_action(plane, h)
+    clicked = await h.emulator.click_button(
+        OPERATOR, int(proposals(h)[0]["id"]), button_id(CONFIRM, action.id)
+    )
+    assert "Confirmed" in (await clicked.reply()).content
     await until(
         lambda: any("UNKNOWN outcome" in str(m.get("content")) for m in h.emulator.messages()), "result"
     )

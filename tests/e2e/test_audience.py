@@ -38,6 +38,7 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, SpeechDropped, TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings, negotiate
+from openab_voice.jobs import JobStatus
 from openab_voice.providers.speech import Hypothesis, SttCapabilities, TextToSpeech
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
 from openab_voice.testing.chat import ScriptedChatModel
@@ -149,7 +150,16 @@ async def run_task(h: BotOnEmulator, events: list[Event]) -> str:
     assert h.actions is not None
     [action] = await h.actions.broker.recent(h.emulator.guild_id)
     await until(lambda: h.emulator.pins() == [int(proposal["id"])], "the pin")
-    await h.emulator.click_button(OPERATOR, int(proposal["id"]), button_id(CONFIRM, action.id))
+    # Pinned is not yet delivered in the store, and a click before that is refused ("click again").
+    plane = h.actions
+
+    def delivered() -> bool:
+        record = plane.store.get(action.id)
+        return record is not None and record.status is JobStatus.DELIVERED
+
+    await until(delivered, "the delivered write")
+    clicked = await h.emulator.click_button(OPERATOR, int(proposal["id"]), button_id(CONFIRM, action.id))
+    assert "Confirmed" in (await clicked.reply()).content
     await until(lambda: bool(of(events, ActionResultPosted)), "the result", 60.0)
     return action.id
 
