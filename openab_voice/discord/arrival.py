@@ -28,6 +28,11 @@ from typing import Final
 
 from openab_voice.clock import Clock, seconds_since_wall_ns
 
+try:
+    from fcntl import ioctl
+except ImportError:  # not POSIX: arrivals are the reader's time
+    ioctl = None  # type: ignore[assignment]
+
 # <linux/sockios.h>: SIOCGSTAMPNS (struct timespec of the last packet passed to the user).
 _SIOCGSTAMPNS: Final = 0x8907
 _TIMESPEC: Final = struct.Struct("@qq")
@@ -48,7 +53,7 @@ class ArrivalStamps:
     def __init__(self, clock: Clock, socket_source: Callable[[], socket.socket | None]) -> None:
         self._clock = clock
         self._socket_source = socket_source
-        self._available = sys.platform.startswith("linux")
+        self._available = ioctl is not None and sys.platform.startswith("linux")
         self._buffer = bytes(_TIMESPEC.size)
         self.kernel = 0  # arrivals taken from the kernel's stamp
         self.read = 0  # arrivals taken when the reader got to the datagram
@@ -73,16 +78,14 @@ class ArrivalStamps:
         if sock is None:
             return None
         try:
-            import fcntl
-
-            raw = fcntl.ioctl(sock.fileno(), _SIOCGSTAMPNS, self._buffer)
+            raw = ioctl(sock.fileno(), _SIOCGSTAMPNS, self._buffer)
         except OSError as exc:
             # ENOENT: nothing recorded yet (the first call turns recording on); EBADF: the socket
             # was closed under the reader. Anything else: this host cannot give stamps at all.
             if exc.errno not in (errno.ENOENT, errno.EBADF):
                 self._available = False
             return None
-        except (ImportError, ValueError):  # no fcntl on this platform; a closed socket's fileno -1
+        except ValueError:  # a closed socket's fileno is -1
             return None
         seconds, nanoseconds = _TIMESPEC.unpack(raw)
         age = seconds_since_wall_ns(seconds * 1_000_000_000 + nanoseconds)
