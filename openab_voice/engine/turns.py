@@ -176,8 +176,7 @@ def without_address(text: str, wake_name: str) -> str:
     'what time is it?'
     """
     wake = "".join(name_tokens(wake_name))
-    spans = [(("".join(name_tokens(m.group(0)))), m.start(), m.end()) for m in _WORD.finditer(text)]
-    spans = [span for span in spans if span[0]]
+    spans = _spans(text)
     if not wake or not spans:
         return text
     words = [w for w, _, _ in spans]
