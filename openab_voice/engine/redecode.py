@@ -31,7 +31,9 @@ stretch.
 Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
 has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
 queued up. With a provider that decodes in batches and ``max_batch`` > 1 (opt-in: ADR 0012),
-everything due at once (several people talking) goes out as one batch, one batch in flight.
+everything due at once (several people talking) goes out as one batch, one batch in flight; the
+finals (speculative ones too) in a batch of their own, since a batch steps until its longest item is
+done and a partial riding along would hold a final back.
 
 Overload (more talkers than the CPU transcribes in real time) degrades in a fixed order: partials
 are shed first (while a final waits for a slot, every partial that falls due is skipped and
@@ -277,7 +279,12 @@ class RedecodeCore:
         jobs: list[DecodeJob] = []
         limit = self.settings.max_batch if self.batching else self.settings.max_concurrent_decodes
         while self._in_flight < limit and not self.batch_running:
-            job = self._next_final() or self._next_speculative() or self._next_partial()
+            job = self._next_final() or self._next_speculative()
+            if job is None and not any(j.final for j in jobs):
+                # A batch steps until its longest item is done: a partial riding along with a
+                # final would hold that final back for its own words. Finals (speculative ones
+                # too) go out in a batch of their own; partials wait for the next one.
+                job = self._next_partial()
             if job is None:
                 break
             self._in_flight += 1

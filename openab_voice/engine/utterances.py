@@ -35,9 +35,10 @@ class TranscriberSettings:
         max_batch: with a provider that decodes in batches (``SttCapabilities.batch``), the decodes
             due at once (several speakers) go out as one batch of at most this many, one batch in
             flight at a time, instead of ``max_concurrent_decodes`` single decodes. 1 (the default):
-            never batch. Batching triples the decoder's throughput for ten utterances, but end to end
-            (``bench transcribe --speakers 6|10``) it showed no lower lag and, with a core busy, more
-            fragments (ADR 0012), so it is opt-in until that is understood.
+            never batch. Finals (speculative ones too) go out in batches of their own, never with
+            partials. Batching triples the decoder's throughput for ten utterances and lowers the
+            lag with six talkers, but with ten on two cores the front end fell behind more often with
+            it (ADR 0012), so it is opt-in until that is understood.
         close_timeout_s: how long :meth:`RedecodeStream.aclose` waits for decodes in flight.
         speculate_after_ms: once the VAD score has stayed below ``speculate_below`` this long inside
             an utterance (the VAD is still waiting out its minimum silence), the final decode runs

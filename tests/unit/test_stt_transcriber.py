@@ -725,3 +725,42 @@ async def test_decodes_due_together_go_out_as_one_batch_and_none_is_lost() -> No
     assert sorted(f.text for f in finals) == sorted(texts.values())
     # Everything due meanwhile (every speaker's final) went out together, in one batch.
     assert stt.batches[1] == [True, True, True, True]
+
+
+def test_a_final_goes_out_in_a_batch_of_finals_never_held_back_by_a_partial() -> None:
+    """A batch steps until its longest item is done: a (speculative) final must not ride with partials."""
+    caps = SttCapabilities(
+        name="batch", streaming=True, sample_rate=RATE, languages=("en",), model="fake", batch=True
+    )
+    core = RedecodeCore(
+        caps, emit=lambda _e: None, clock=FakeClock(100.0), settings=TranscriberSettings(max_batch=8)
+    )
+    # a talks for 1 s, then its VAD waits out the minimum silence (a quiet run: its final is decoded
+    # speculatively) while b and c go on talking, their partials falling due.
+    a = timeline("a", 100.0, silence_s=0.1, speech_s=1.0, tail_s=0.0) + hangover("a", 101.1, 0.4)
+    a += [frame("a", 101.5 + 0.02 * i, speech=False) for i in range(90)]
+    lines = [a] + [timeline(name, 100.0, silence_s=0.1, speech_s=3.0, tail_s=0.2) for name in "bc"]
+    batches: list[list[DecodeJob]] = []
+    running: list[DecodeJob] = []
+    steps_left = 0  # the decoder takes 15 frames (300 ms of audio) per batch
+
+    def start(jobs: list[DecodeJob]) -> None:
+        nonlocal running, steps_left
+        if jobs:
+            batches.append(jobs)
+            running, steps_left = jobs, 15
+            core.batch_running = True
+
+    for step in zip(*lines, strict=True):
+        for f in step:
+            start(core.push(f))
+        if running:
+            steps_left -= 1
+            if steps_left == 0:
+                done, running = running, []
+                core.batch_running = False
+                start(core.complete_all([(job, Hypothesis(text="w", confidence=0.9)) for job in done]))
+    kinds = [[job.final for job in batch] for batch in batches]
+    assert any(job.speculative for batch in batches for job in batch), f"a was not speculated: {kinds}"
+    assert all(all(k) for k in kinds if any(k)), f"a final shared its batch with a partial: {kinds}"
+    assert any(len(k) > 1 and not any(k) for k in kinds), f"partials were not batched together: {kinds}"
