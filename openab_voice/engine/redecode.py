@@ -280,7 +280,7 @@ class RedecodeCore:
         limit = self.settings.max_batch if self.batching else self.settings.max_concurrent_decodes
         while self._in_flight < limit and not self.batch_running:
             job = self._next_final() or self._next_speculative()
-            if job is None and not any(j.final for j in jobs):
+            if job is None and not (self.batching and any(j.final for j in jobs)):
                 # A batch steps until its longest item is done: a partial riding along with a
                 # final would hold that final back for its own words. Finals (speculative ones
                 # too) go out in a batch of their own; partials wait for the next one.
