@@ -12,6 +12,9 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
   is more than ``gate_residual_below_render_db`` under the render level (residual echo);
 * ``echo_suspected``: the speaker is not coupled yet (its APM does not get the reference, see
   :mod:`~openab_voice.audio.coupling`) but its raw capture recently followed the render;
+* ``echo_uncancelled``: the APM removed little (under ``gate_dominated_suppression_db``) and the raw
+  capture correlates with the render as ``render_correlated`` asks of the processed one: echo the AEC
+  did not cancel (a changed echo path), which noise suppression reshapes in the residual;
 * ``render_correlated``: the processed capture's waveform (or the raw one, for a speaker not coupled)
   correlates with the recent render above ``gate_max_correlation`` at some lag within the gate window
   (the only test left when the APM is ``disabled``); above ``gate_quiet_max_correlation`` already when
@@ -144,12 +147,18 @@ class EchoGate:
         speaking = self.bot_speaking
         cancelling = echo_cancelling and coupled
         correlation = 0.0
+        raw_correlation = 0.0  # of the raw capture, where it is the better witness (see below)
+        # Coupled, but the APM removed little over the onset window: an echo it did not cancel (a
+        # changed echo path) reaches the residual reshaped by noise suppression and gain control,
+        # and the raw capture is the better witness of it.
+        uncancelled = cancelling and suppression < s.gate_dominated_suppression_db
         if speaking:
             render = self._ordered(self._ren, self._render_n)
             correlation = peak_normalized_correlation(self._ordered(self._res, self._onset_n), render)
+            if not coupled or uncancelled:
+                raw_correlation = peak_normalized_correlation(self._ordered(self._raw, self._onset_n), render)
             if not coupled:
-                raw = peak_normalized_correlation(self._ordered(self._raw, self._onset_n), render)
-                correlation = max(correlation, raw)
+                correlation = max(correlation, raw_correlation)
 
         def verdict(accepted: bool, reason: str, conf: float) -> GateVerdict:
             return GateVerdict(
@@ -161,7 +170,7 @@ class EchoGate:
                 residual_dbfs=round(res_db, 1),
                 render_dbfs=round(ren_db, 1),
                 suppression_db=round(suppression, 1),
-                render_correlation=round(correlation, 3),
+                render_correlation=round(max(correlation, raw_correlation), 3),
             )
 
         if not speaking:
@@ -183,6 +192,11 @@ class EchoGate:
         quiet = (coupled or not echo_cancelling) and res_db < ren_db - s.gate_quiet_residual_db
         if correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
             return verdict(False, "render_correlated", confidence)
+        limit = s.gate_quiet_max_correlation if quiet else s.gate_max_correlation
+        if uncancelled and raw_correlation > limit:
+            # Not ``render_correlated``: that also tells the coupling this mic carries the bot, and
+            # an onset the AEC let through is no new evidence of that.
+            return verdict(False, "echo_uncancelled", confidence)
         if (
             cancelling
             and suppression > s.gate_dominated_suppression_db - margin

@@ -184,3 +184,33 @@ def test_a_quiet_voice_on_a_mic_that_never_carried_the_bot_is_not_held_to_the_qu
     no_aec = gate.evaluate(confidence=1.0, echo_cancelling=False, coupled=False)
     assert not coupled.accepted and coupled.reason == "render_correlated"
     assert not no_aec.accepted and no_aec.reason == "render_correlated"
+
+
+def _reshaped(x: np.ndarray) -> np.ndarray:
+    """``x`` with every other 10 ms block inverted: the same level, its waveform no longer the
+    render's over the window (as noise suppression and gain control reshape an uncancelled echo)."""
+    out = x.astype(np.int32).reshape(-1, 160)
+    out[1::2] *= -1
+    return np.clip(out.reshape(-1), -32768, 32767).astype(np.int16)
+
+
+def test_echo_the_aec_did_not_cancel_is_judged_on_the_raw_capture() -> None:
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.echo_path(far, delay_ms=80.0, gain_db=-6.0, rt60_ms=40.0)
+    residual = _reshaped(echo)
+    only_residual = _feed_gate(residual, residual, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert only_residual.accepted  # the residual alone would let this echo through as a person
+    verdict = _feed_gate(echo, residual, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert abs(verdict.suppression_db) < 1.0
+    assert verdict.render_correlation > 0.7
+    assert not verdict.accepted and verdict.reason == "echo_uncancelled"
+
+
+def test_a_voice_over_uncancelled_echo_is_still_accepted() -> None:
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.echo_path(far, delay_ms=80.0, gain_db=-6.0, rt60_ms=40.0)
+    user = scenes.load_clip("alice")[16_000:24_000].astype(np.int32) * 2
+    talk = np.clip(user + echo, -32768, 32767).astype(np.int16)
+    verdict = _feed_gate(talk, _reshaped(talk), far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert verdict.suppression_db < 6.0
+    assert verdict.accepted and verdict.reason == "user_speech_over_playback"
