@@ -190,9 +190,9 @@ class EchoGate:
         # no evidence of echo, and a voice scores up to ~0.6 against the bot's TTS voice at some
         # lag (module docstring of coupling); the coupling checks are that speaker's echo witness.
         quiet = (coupled or not echo_cancelling) and res_db < ren_db - s.gate_quiet_residual_db
-        if correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
-            return verdict(False, "render_correlated", confidence)
         limit = s.gate_quiet_max_correlation if quiet else s.gate_max_correlation
+        if correlation > limit:
+            return verdict(False, "render_correlated", confidence)
         if uncancelled and raw_correlation > limit:
             # Not ``render_correlated``: that also tells the coupling this mic carries the bot, and
             # an onset the AEC let through is no new evidence of that.
