@@ -196,6 +196,9 @@ async def test_speech_not_for_the_bot_is_a_false_interruption_and_the_answer_res
         await asyncio.sleep(2.0)
         await h.emulator.speaker(BOB).say(voices[2]["aside"])  # bob talks to alice over the bot
         await wait_for(events, InterruptionDetected)
+        # Preemptive generation may have asked more than once for alice's question (a speculation
+        # withdrawn and made again); what matters is that nothing is asked after the interruption.
+        asked = len(chat.requests)
         for _ in range(600):  # the resumed answer plays to its end
             if any(not u.interrupted for u in events.of(BotUtteranceFinished)):
                 break
@@ -203,7 +206,7 @@ async def test_speech_not_for_the_bot_is_a_false_interruption_and_the_answer_res
         utterances = events.of(BotUtteranceFinished)
     causes = [e.cause for e in events.of(DialogueStateChanged)]
     assert "false_interruption" in causes  # bob's aside was not a turn: the bot picked up again
-    assert len(chat.requests) == 1  # resumed from the cut sentence, not re-asked
+    assert asked >= 1 and len(chat.requests) == asked  # resumed from the cut sentence, not re-asked
     resumed = [u for u in utterances if not u.interrupted]
     assert resumed and resumed[-1].spoken_text  # the cut answer was picked up and played to its end
 
