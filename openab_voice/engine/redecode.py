@@ -22,8 +22,9 @@ a failed decode), so nothing downstream ever sees unusable text
 (:class:`~openab_voice.engine.transcripts.TranscriptReporter`).
 
 In a quiet stretch inside an utterance (the VAD still waiting out its minimum silence) the final is
-decoded speculatively, at the first decode slot the stretch gets (where a partial would have run: the
-same audio) or once it has lasted ``speculate_after_ms``; it is announced (``TranscriptSpeculative``)
+decoded speculatively: at its first frame when the decoder has nothing else due, where a partial
+would have run (the same audio), or once it has lasted ``speculate_after_ms``, whichever comes first;
+it is announced (``TranscriptSpeculative``)
 once the stretch has lasted that long or the capture paused in it, becomes the final when the speech
 ends with no speech in between, and is withdrawn when speech follows. No partial runs in a quiet
 stretch.
@@ -279,12 +280,14 @@ class RedecodeCore:
         jobs: list[DecodeJob] = []
         limit = self.settings.max_batch if self.batching else self.settings.max_concurrent_decodes
         while self._in_flight < limit and not self.batch_running:
-            job = self._next_final() or self._next_speculative()
+            job = self._next_final() or self._next_speculative(early=False)
             if job is None and not (self.batching and any(j.final for j in jobs)):
                 # A batch steps until its longest item is done: a partial riding along with a
                 # final would hold that final back for its own words. Finals (speculative ones
                 # too) go out in a batch of their own; partials wait for the next one.
                 job = self._next_partial()
+            if job is None and not (self.batching and any(not j.final for j in jobs)):
+                job = self._next_speculative(early=True)  # nothing else to decode: start it now
             if job is None:
                 break
             self._in_flight += 1
@@ -326,18 +329,23 @@ class RedecodeCore:
         speaker = min(ready, key=lambda sp: sp.finishing[0].audio_end)  # oldest end of speech first
         return self._job(speaker.finishing.popleft(), final=True)
 
-    def _next_speculative(self) -> DecodeJob | None:
-        """The speculative final of a quiet run, decoded as soon as the decoder would otherwise run
-        a partial there (the same audio: every word before the quiet), or once the quiet is long
-        enough to announce, whichever comes first. Its announcement waits for the latter
-        (:meth:`_announce_if_due`); a final and the answer prepared on it are then a decode earlier."""
+    def _next_speculative(self, *, early: bool) -> DecodeJob | None:
+        """The speculative final of a quiet run.
+
+        It is decoded as soon as the decoder would otherwise run a partial there (the same audio:
+        every word before the quiet), once the quiet is long enough to announce, or (``early``) at
+        the run's first frame when the decoder has nothing else to do, whichever comes first. Its
+        announcement always waits for the quiet to last (:meth:`_announce_if_due`): the decode is
+        then ready when it falls due instead of starting then, and a final and the answer prepared
+        on it are a decode earlier. A run that turns back into speech only cost a decode the
+        decoder had no other use for (ADR 0012, decision 8)."""
         if self.settings.speculate_after_ms <= 0:
             return None
         for speaker in self._speakers.values():
             utt = speaker.current
             if utt is None or speaker.busy or speaker.finishing or utt.quiet_since is None:
                 continue
-            due = self._spec_due(utt) or (self._streaming and self._partial_wait(utt) is not None)
+            due = early or self._spec_due(utt) or (self._streaming and self._partial_wait(utt) is not None)
             if utt.spec_quiet != utt.quiet_since and due:
                 utt.spec_quiet, utt.spec = utt.quiet_since, None
                 return self._job(utt, final=True, speculative=True)

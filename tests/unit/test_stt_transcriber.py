@@ -516,7 +516,9 @@ def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_
     rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0))
     calls = len(stt.calls)
     rig.feed(hangover("alice", 101.2, 0.14))
-    assert len(stt.calls) == calls
+    # The decoder had nothing else to do: the pause's speculative final was decoded at its first
+    # frame, and nothing more (no partial); it is announced once the pause is long enough.
+    assert len(stt.calls) == calls + 1 and stt.calls[-1][1] and not rig.of(TranscriptSpeculative)
     rig.feed(hangover("alice", 101.34, 0.06))
     assert rig.of(TranscriptSpeculative) and len(stt.calls) == calls + 1
     calls = len(stt.calls)
@@ -526,6 +528,41 @@ def test_no_partial_is_decoded_in_a_speculated_pause_so_none_can_hold_its_final_
     rig.feed([frame("alice", 102.4, speech=False)])
     (final,) = rig.of(TranscriptFinal)
     assert isinstance(final, TranscriptFinal) and final.text == "what time is it"
+
+
+def test_an_early_speculative_decode_takes_the_decoder_only_when_nothing_else_is_due() -> None:
+    # One decode slot. Alice pauses while bob's partial is due: bob's partial goes first, and the
+    # decode of alice's pause starts only when the decoder is free, still before the pause is long
+    # enough to announce (150 ms), so the announcement needs no decode of its own.
+    stt = ScriptedStt(words_by_length("what time is it"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    talk = sorted(
+        timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0)
+        + timeline("bob", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0),
+        key=lambda f: f.frame.timestamp,
+    )
+    rig.feed(talk)
+    rig.hold = True
+    for i in range(15):  # bob goes on talking; whatever decode starts now stays in flight
+        rig.feed([frame("bob", 101.2 + i * 0.02, speech=True, value=7)])
+    (busy,) = rig.held
+    assert busy.speaker_id == "bob" and not busy.final
+    rig.feed(hangover("alice", 101.2, 0.02))  # alice's first quiet frame: the slot is taken
+    assert rig.held == [busy]
+    rig.held.clear()
+    rig.feed([frame("bob", 101.5 + i * 0.02, speech=True, value=7) for i in range(15)])  # due again
+    (after,) = rig.tr.complete(busy, Hypothesis(text="what time", confidence=0.9, no_speech_prob=0.05))
+    assert after.speaker_id == "bob" and not after.final  # the partial due first
+    (spec,) = rig.tr.complete(after, Hypothesis(text="what time is", confidence=0.9, no_speech_prob=0.05))
+    assert spec.speaker_id == "alice" and spec.speculative  # then the pause, early
+    rig.hold = False
+    rig.run_jobs([spec])
+    assert not rig.of(TranscriptSpeculative)  # decoded, not announced: the pause is 20 ms long
+    calls = len(stt.calls)
+    rig.feed(hangover("alice", 101.22, 0.14))
+    (early,) = rig.of(TranscriptSpeculative)
+    assert isinstance(early, TranscriptSpeculative) and early.speaker_id == "alice"
+    assert len([c for c in stt.calls[calls:] if c[1]]) == 0  # announced on the early decode
 
 
 def test_a_decode_due_in_a_quiet_run_is_its_speculative_final_announced_once_the_run_is_long() -> None:
@@ -565,7 +602,8 @@ def test_a_capture_pause_decodes_the_utterance_speculatively_at_once() -> None:
     rig.run_jobs(rig.tr.pause("alice", 101.2))  # packets held up mid-word: nothing to conclude
     assert not [c for c in stt.calls if c[1]]
     rig.feed(hangover("alice", 101.2, 0.06))  # a client's silence frames, then nothing
-    assert not [c for c in stt.calls if c[1]]
+    # Decoded at the first quiet frame (the decoder was free), not announced: 60 ms of quiet.
+    assert len([c for c in stt.calls if c[1]]) == 1 and not rig.of(TranscriptSpeculative)
     rig.run_jobs(rig.tr.pause("alice", 101.26))
     (early,) = rig.of(TranscriptSpeculative)
     assert isinstance(early, TranscriptSpeculative) and early.text == "what time is it"
