@@ -24,10 +24,9 @@ a failed decode), so nothing downstream ever sees unusable text
 In a quiet stretch inside an utterance (the VAD still waiting out its minimum silence) the final is
 decoded speculatively: at its first frame when the decoder has nothing else due, where a partial
 would have run (the same audio), or once it has lasted ``speculate_after_ms``, whichever comes first;
-it is announced (``TranscriptSpeculative``)
-once the stretch has lasted that long or the capture paused in it, becomes the final when the speech
-ends with no speech in between, and is withdrawn when speech follows. No partial runs in a quiet
-stretch.
+it is announced (``TranscriptSpeculative``) once the stretch has lasted that long or the capture
+paused in it, becomes the final when the speech ends with no speech in between, and is withdrawn
+when speech follows. No partial runs in a quiet stretch.
 
 Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
 has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
