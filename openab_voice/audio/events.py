@@ -175,7 +175,9 @@ class EchoGateDecision(Event):
         residual_dbfs: capture level after APM over the onset window.
         render_dbfs: render level over the gate window.
         suppression_db: ``raw_dbfs - residual_dbfs``: how much the APM removed.
-        render_correlation: peak normalised envelope correlation of the residual with the render.
+        render_correlation: peak normalised cross-correlation with the render of the residual, or
+            of the raw capture where the gate weighed it too (a speaker not coupled, an onset the
+            AEC left uncancelled), whichever is higher.
         reference_aligned: capture and render timestamps within tolerance.
         apm_degraded: the APM does not cancel echo (``disabled``) or is re-converging.
     """
