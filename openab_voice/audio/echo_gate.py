@@ -13,8 +13,9 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
 * ``echo_suspected``: the speaker is not coupled yet (its APM does not get the reference, see
   :mod:`~openab_voice.audio.coupling`) but its raw capture recently followed the render;
 * ``echo_uncancelled``: the APM removed little (under ``gate_dominated_suppression_db``) and the raw
-  capture correlates with the render as ``render_correlated`` asks of the processed one: echo the AEC
-  did not cancel (a changed echo path), which noise suppression reshapes in the residual;
+  capture correlates with the render as ``render_correlated`` asks of the processed one, with the
+  quiet limit chosen by the raw capture's level (gain control may have raised the residual): echo the
+  AEC did not cancel (a changed echo path), which noise suppression reshapes in the residual;
 * ``render_correlated``: the processed capture's waveform (or the raw one, for a speaker not coupled)
   correlates with the recent render above ``gate_max_correlation`` at some lag within the gate window
   (the only test left when the APM is ``disabled``); above ``gate_quiet_max_correlation`` already when
@@ -193,7 +194,12 @@ class EchoGate:
         limit = s.gate_quiet_max_correlation if quiet else s.gate_max_correlation
         if correlation > limit:
             return verdict(False, "render_correlated", confidence)
-        if uncancelled and raw_correlation > limit:
+        # The raw capture's own level says how loud the echo came in: gain control may have raised
+        # an uncancelled echo well above it in the residual (measured with a core busy: raw 17 dB
+        # under the render, the residual 12 dB over the raw, correlation 0.63, taken for a person).
+        raw_quiet = raw_db < ren_db - s.gate_quiet_residual_db
+        raw_limit = s.gate_quiet_max_correlation if raw_quiet else s.gate_max_correlation
+        if uncancelled and raw_correlation > raw_limit:
             # Not ``render_correlated``: that also tells the coupling this mic carries the bot, and
             # an onset the AEC let through is no new evidence of that.
             return verdict(False, "echo_uncancelled", confidence)

@@ -206,6 +206,23 @@ def test_echo_the_aec_did_not_cancel_is_judged_on_the_raw_capture() -> None:
     assert not verdict.accepted and verdict.reason == "echo_uncancelled"
 
 
+def test_a_quiet_uncancelled_echo_raised_by_gain_control_is_judged_on_its_raw_level() -> None:
+    """What got through with a core busy: the AEC removed nothing, gain control raised the residual
+    12 dB over the raw capture (18 here), and the raw capture, 17 dB under the render, correlated 0.63
+    with it: under the 0.7 limit for a capture as loud as the bot, over the 0.45 one for a quiet one."""
+    far = scenes.load_clip("far_end")[16_000:24_000]
+    echo = scenes.mix(
+        scenes.echo_path(far, delay_ms=80.0, gain_db=-18.0, rt60_ms=40.0),
+        scenes.noise(far.size / 16_000, -45.0),
+    )
+    raised = np.clip(_reshaped(echo).astype(np.int32) * 8, -32768, 32767).astype(np.int16)
+    verdict = _feed_gate(echo, raised, far).evaluate(confidence=1.0, echo_cancelling=True)
+    assert verdict.suppression_db < -6.0  # the residual is louder than what came in
+    assert verdict.raw_dbfs < verdict.render_dbfs - 6.0 < verdict.residual_dbfs
+    assert 0.45 < verdict.render_correlation < 0.7
+    assert not verdict.accepted and verdict.reason == "echo_uncancelled"
+
+
 def test_a_voice_over_uncancelled_echo_is_still_accepted() -> None:
     far = scenes.load_clip("far_end")[16_000:24_000]
     echo = scenes.echo_path(far, delay_ms=80.0, gain_db=-6.0, rt60_ms=40.0)
