@@ -120,7 +120,7 @@ class _Replay:
             began = perf_ns()
             result: Hypothesis | BaseException
             try:
-                result = self._stt.transcribe(job.samples, final=job.final)
+                result = self._stt.transcribe(job.samples, final=job.final, quick=job.quick)
             except Exception as exc:  # delivered to the transcriber, which reports it
                 result = exc
             seconds = (perf_ns() - began) / 1e9

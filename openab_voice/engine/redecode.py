@@ -26,7 +26,9 @@ decoded speculatively: at its first frame when the decoder has nothing else due,
 would have run (the same audio), or once it has lasted ``speculate_after_ms``, whichever comes first;
 it is announced (``TranscriptSpeculative``) once the stretch has lasted that long or the capture
 paused in it, becomes the final when the speech ends with no speech in between, and is withdrawn
-when speech follows. No partial runs in a quiet stretch.
+when speech follows. It asks the provider for its first pass only (``quick``); a first pass the
+provider doubts is decoded in full only when the decoder is otherwise idle. No partial runs in a
+quiet stretch.
 
 Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
 has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
@@ -191,8 +193,11 @@ class RedecodeCore:
         if job.speculative:
             # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
             if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
-                utt.spec = result
-                self._announce_if_due(utt)
+                if result.doubtful:  # not a final as it stands: no shortcut, nothing announced
+                    utt.spec_doubtful = True
+                else:
+                    utt.spec = result
+                    self._announce_if_due(utt)
         elif not utt.concluded:
             if isinstance(result, BaseException):
                 self._report.failed(job, result)
@@ -337,7 +342,12 @@ class RedecodeCore:
         announcement always waits for the quiet to last (:meth:`_announce_if_due`): the decode is
         then ready when it falls due instead of starting then, and a final and the answer prepared
         on it are a decode earlier. A run that turns back into speech only cost a decode the
-        decoder had no other use for (ADR 0012, decision 8)."""
+        decoder had no other use for (ADR 0012, decision 8).
+
+        The decode is ``quick``: the provider's first pass only. One it doubts (a short "Hello?"
+        the guards cut) is no shortcut and is not announced; a full decode of the run follows only
+        when the decoder has nothing else to do (ADR 0012, decision 9), so a speculation that may
+        never be used does not hold the decoder for a slow second pass while others wait."""
         if self.settings.speculate_after_ms <= 0:
             return None
         for speaker in self._speakers.values():
@@ -346,7 +356,12 @@ class RedecodeCore:
                 continue
             due = early or self._spec_due(utt) or (self._streaming and self._partial_wait(utt) is not None)
             if utt.spec_quiet != utt.quiet_since and due:
-                utt.spec_quiet, utt.spec = utt.quiet_since, None
+                utt.spec_quiet, utt.spec, utt.spec_doubtful = utt.quiet_since, None, False
+                return self._job(utt, final=True, speculative=True, quick=True)
+            if early and utt.spec_doubtful and utt.spec_quiet == utt.quiet_since:
+                # The quick decode was doubtful and the decoder is free: the full one, fallback and
+                # all, so a pause that does end the turn still has its final ready at the end.
+                utt.spec_doubtful = False
                 return self._job(utt, final=True, speculative=True)
         return None
 
@@ -384,7 +399,9 @@ class RedecodeCore:
         best.decoded_at = best.samples - best.pre_roll
         return self._job(best, final=False)
 
-    def _job(self, utt: Utterance, *, final: bool, speculative: bool = False) -> DecodeJob:
+    def _job(
+        self, utt: Utterance, *, final: bool, speculative: bool = False, quick: bool = False
+    ) -> DecodeJob:
         samples = np.concatenate(utt.chunks)
         utt.chunks = [samples]  # one contiguous buffer; later frames append to it
         return DecodeJob(
@@ -394,5 +411,6 @@ class RedecodeCore:
             final=final,
             audio_end=utt.audio_end,
             speculative=speculative,
+            quick=quick,
             _utterance=utt,
         )

@@ -183,7 +183,7 @@ class RedecodeStream:
     async def _decode(self, job: DecodeJob) -> None:
         result: Hypothesis | BaseException
         try:
-            decode = functools.partial(self._stt.transcribe, job.samples, final=job.final)
+            decode = functools.partial(self._stt.transcribe, job.samples, final=job.final, quick=job.quick)
             result = await asyncio.get_running_loop().run_in_executor(self._decoder(), decode)
         except asyncio.CancelledError:
             self.core.release(job)  # closing: the thread finishes on its own and its result is dropped
@@ -196,10 +196,10 @@ class RedecodeStream:
         """Decode thread: one decode alone as usual, several in one batch."""
         if len(jobs) == 1:
             try:
-                return [self._stt.transcribe(jobs[0].samples, final=jobs[0].final)]
+                return [self._stt.transcribe(jobs[0].samples, final=jobs[0].final, quick=jobs[0].quick)]
             except Exception as exc:
                 return [exc]
-        return self._stt.transcribe_batch([(job.samples, job.final) for job in jobs])
+        return self._stt.transcribe_batch([(job.samples, job.final, job.quick) for job in jobs])
 
     def _decoder(self) -> ThreadPoolExecutor:
         """The decode threads (created on first use), below the audio plane: at normal priority where

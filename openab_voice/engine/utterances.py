@@ -86,6 +86,7 @@ class Utterance:
     quiet_since: float | None = None  # start of the current run of quiet frames
     spec_quiet: float | None = None  # the quiet run a speculative final was decoded in
     spec: Hypothesis | None = None  # its result, valid while that quiet run lasts
+    spec_doubtful: bool = False  # that run's quick decode came back doubtful: a full one may follow
     spec_announced: bool = False  # a TranscriptSpeculative went out for ``spec`` (not withdrawn)
     paused_quiet: float | None = None  # the quiet run in which the capture paused (speculate at once)
     ended_at: float | None = None  # clock time the utterance ended (its final is due from then)
@@ -108,7 +109,8 @@ class SpeakerState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeJob:
-    """One decode to run: ``stt.transcribe(samples, final=final)`` then :meth:`RedecodeCore.complete`."""
+    """One decode to run: ``stt.transcribe(samples, final=final, quick=quick)`` then
+    :meth:`RedecodeCore.complete`."""
 
     speaker_id: str
     utterance_id: str
@@ -116,4 +118,5 @@ class DecodeJob:
     final: bool
     audio_end: float
     speculative: bool = False
+    quick: bool = False  # a speculative final's first pass: no slow second decode
     _utterance: Utterance = field(repr=False)

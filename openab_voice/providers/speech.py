@@ -51,11 +51,14 @@ class Hypothesis:
         text: the whole hypothesis.
         confidence: 0..1 (e.g. exp of the mean token log-probability); None when unknown.
         no_speech_prob: the model's probability that the audio holds no speech, if it has one.
+        doubtful: a ``quick`` final whose first pass the provider's own checks doubt: asked for the
+            best decode, it would have decoded again (slower) instead of returning this.
     """
 
     text: str
     confidence: float | None = None
     no_speech_prob: float | None = None
+    doubtful: bool = False
 
 
 @runtime_checkable
@@ -66,16 +69,18 @@ class SpeechToText(Protocol):
     def capabilities(self) -> SttCapabilities: ...
 
     def transcribe(
-        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
     ) -> Hypothesis:
-        """Decode ``samples`` (one utterance from its start). ``final`` asks for the best decode."""
+        """Decode ``samples`` (one utterance from its start). ``final`` asks for the best decode;
+        ``quick`` (with ``final``, for a final that may never be used) for its first pass only: a
+        provider that would decode a doubtful first pass again returns it marked ``doubtful``."""
         ...
 
     def transcribe_batch(
-        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool, bool]]
     ) -> list[Hypothesis | Exception]:
-        """Decode several ``(samples, final)`` at once (only when ``capabilities.batch``); one result
-        per request, in order: a hypothesis, or the error that request alone met."""
+        """Decode several ``(samples, final, quick)`` at once (only when ``capabilities.batch``); one
+        result per request, in order: a hypothesis, or the error that request alone met."""
         ...
 
     def close(self) -> None: ...

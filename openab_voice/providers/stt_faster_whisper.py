@@ -53,6 +53,7 @@ packages.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -126,6 +127,7 @@ class FasterWhisperStt:
             "fast": 0,
             "padded": 0,
             "fallbacks": 0,
+            "doubtful": 0,  # quick finals returned doubtful instead of falling back
             "repetition": 0,
             "budget": 0,
             "staged": 0,
@@ -145,9 +147,13 @@ class FasterWhisperStt:
         return self._caps
 
     def transcribe(
-        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
     ) -> Hypothesis:
         """Decode one utterance from its start (16 kHz mono int16; at most 30 s are used).
+
+        A ``quick`` final gets no padded fallback: a first pass the guards doubt comes back marked
+        ``doubtful`` (the fallback is a 30 s encoder pass, 300 ms idle and over a second on a busy
+        machine, which a speculative final that is never used would hold the decoder for).
 
         Raises:
             ProviderUnavailable: the provider was closed.
@@ -164,16 +170,20 @@ class FasterWhisperStt:
                 return Hypothesis(text="", confidence=None, no_speech_prob=None)
             result = self._decode(waveform, padded=mode == "padded", prompt=prompt)
             if final and mode == "auto" and self._suspicious(result, waveform.size / SAMPLE_RATE):
+                if quick:
+                    self._count("doubtful")
+                    return dataclasses.replace(result[0], doubtful=True)
                 self._count("fallbacks")
                 result = self._decode(waveform, padded=True, prompt=prompt)
         return result[0]
 
     def transcribe_batch(
-        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool, bool]]
     ) -> list[Hypothesis | Exception]:
         """Decode several utterances in one encoder and decoder pass (the fast path, each padded with
         silence to the longest; each guarded with its own token budget); a final the guards find
-        suspicious is decoded again alone, padded, as in :meth:`transcribe`.
+        suspicious is decoded again alone, padded, or for a ``quick`` one marked ``doubtful``, as in
+        :meth:`transcribe`.
 
         On two cores, ten 2-4 s utterances take about a third of their sequential time.
 
@@ -182,7 +192,7 @@ class FasterWhisperStt:
         """
         waves = [
             (np.asarray(s).reshape(-1)[: int(MAX_AUDIO_S * SAMPLE_RATE)].astype(np.float32) * (1.0 / 32768.0))
-            for s, _ in requests
+            for s, _, _ in requests
         ]
         out: list[Hypothesis | Exception] = [Hypothesis(text="", confidence=None, no_speech_prob=None)] * len(
             waves
@@ -200,16 +210,19 @@ class FasterWhisperStt:
                     out[i] = exc
                 return out
             for i, result in zip(todo, results, strict=True):
-                final = requests[i][1]
-                if (
+                _, final, quick = requests[i]
+                mode = self.config.final_mode
+                redo = (
                     final
-                    and self.config.final_mode != "fast"
-                    and (
-                        self.config.final_mode == "padded"
-                        or self._suspicious(result, waves[i].size / SAMPLE_RATE)
-                    )
-                ):
-                    if self.config.final_mode == "auto":
+                    and mode != "fast"
+                    and (mode == "padded" or self._suspicious(result, waves[i].size / SAMPLE_RATE))
+                )
+                if redo and quick and mode == "auto":  # doubtful: said so, not decoded again
+                    self._count("doubtful")
+                    out[i] = dataclasses.replace(result[0], doubtful=True)
+                    continue
+                if redo:
+                    if mode == "auto":
                         self._count("fallbacks")
                     try:
                         result = self._decode(waves[i], padded=True, prompt=None)

@@ -47,12 +47,12 @@ class CountingStt:
     )
 
     def transcribe(
-        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
     ) -> Hypothesis:
         return Hypothesis(text=f"speech {samples.size / 16_000:.2f} seconds", confidence=0.9)
 
     def transcribe_batch(self, requests: Any) -> list[Hypothesis | Exception]:
-        return [self.transcribe(samples, final=final) for samples, final in requests]
+        return [self.transcribe(samples, final=final) for samples, final, _ in requests]
 
     def close(self) -> None:
         pass

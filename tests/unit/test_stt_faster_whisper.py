@@ -146,7 +146,7 @@ def test_alice_final_matches_its_text(stt: FasterWhisperStt) -> None:
 def test_a_batch_decodes_each_utterance_as_well_as_alone(stt: FasterWhisperStt) -> None:
     assert stt.capabilities.batch
     names = list(CLIPS)
-    requests = [(scenes.load_clip(n), True) for n in names] + [(scenes.silence(0.001), False)]
+    requests = [(scenes.load_clip(n), True, False) for n in names] + [(scenes.silence(0.001), False, False)]
     results = stt.transcribe_batch(requests)
     assert len(results) == len(requests)
     for name, hyp in zip(names, results, strict=False):
@@ -172,7 +172,7 @@ def test_a_staged_decode_says_what_one_whole_decode_says_and_stops_a_loop_early(
                 assert staged.text == one.text
                 assert staged.confidence == pytest.approx(one.confidence, abs=0.01)
                 assert staged.no_speech_prob == pytest.approx(one.no_speech_prob, abs=1e-6)
-        batch = [(audio, True) for audio in clips]
+        batch = [(audio, True, False) for audio in clips]
         assert [h.text for h in stt.transcribe_batch(batch)] == [  # type: ignore[union-attr]
             h.text  # type: ignore[union-attr]
             for h in whole.transcribe_batch(batch)
@@ -181,6 +181,26 @@ def test_a_staged_decode_says_what_one_whole_decode_says_and_stops_a_loop_early(
         assert stt.stats["staged"] > staged_before  # some decode stopped at its first stage's loop
     finally:
         whole.close()
+
+
+def test_a_quick_final_the_guards_doubt_is_marked_instead_of_decoded_again(stt: FasterWhisperStt) -> None:
+    # "Hello?" (alice's first 0.5 s, after 0.2 s of pre-roll): the fast pass is cut to two tokens,
+    # too few for its length, so a final falls back to the padded 30 s decode; a quick one does not.
+    hello = np.concatenate([scenes.silence(0.2), scenes.load_clip("alice")[:8000]])
+    before = dict(stt.stats)
+    quick = stt.transcribe(hello, final=True, quick=True)
+    assert quick.doubtful and "hello" in quick.text.lower()
+    assert stt.stats["doubtful"] == before["doubtful"] + 1
+    assert stt.stats["padded"] == before["padded"] and stt.stats["fallbacks"] == before["fallbacks"]
+    full = stt.transcribe(hello, final=True)
+    assert not full.doubtful and "hello" in full.text.lower()
+    assert stt.stats["fallbacks"] == before["fallbacks"] + 1 and stt.stats["padded"] == before["padded"] + 1
+    (batched,) = stt.transcribe_batch([(hello, True, True)])
+    assert isinstance(batched, Hypothesis) and batched.doubtful
+    assert stt.stats["padded"] == before["padded"] + 1  # the batch's quick final was not redone
+    # A quick final the guards accept is the final itself, not marked.
+    alice = stt.transcribe(scenes.load_clip("alice"), final=True, quick=True)
+    assert not alice.doubtful and word_error_rate(CLIPS["alice"], alice.text) <= 0.1
 
 
 def test_silence_and_noise_score_as_no_speech(stt: FasterWhisperStt) -> None:
@@ -230,7 +250,7 @@ def _stream(stt: FasterWhisperStt, clip: np.ndarray) -> list[Event]:
 
     def run(jobs: list[DecodeJob]) -> None:
         for job in jobs:
-            run(tr.complete(job, stt.transcribe(job.samples, final=job.final)))
+            run(tr.complete(job, stt.transcribe(job.samples, final=job.final, quick=job.quick)))
 
     for f in _processed(audio, speech, "alice", 10.0):
         clock.advance(max(0.0, f.frame.timestamp + 0.02 - clock.monotonic()))

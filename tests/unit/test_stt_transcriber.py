@@ -47,6 +47,7 @@ class ScriptedStt:
     def __init__(self, script: Script, *, streaming: bool = True) -> None:
         self.script = script
         self.calls: list[tuple[int, bool, npt.NDArray[np.int16]]] = []
+        self.quick: list[bool] = []  # per call: asked for the first pass only
         self._caps = SttCapabilities(
             name="scripted", streaming=streaming, sample_rate=RATE, languages=("en",), model="fake"
         )
@@ -56,9 +57,10 @@ class ScriptedStt:
         return self._caps
 
     def transcribe(
-        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
     ) -> Hypothesis:
         self.calls.append((samples.size, final, samples))
+        self.quick.append(quick)
         return self.script(samples, final)
 
     def close(self) -> None:
@@ -124,7 +126,9 @@ class Rig:
                 self.held.append(job)
                 continue
             try:
-                result: Hypothesis | BaseException = self.stt.transcribe(job.samples, final=job.final)
+                result: Hypothesis | BaseException = self.stt.transcribe(
+                    job.samples, final=job.final, quick=job.quick
+                )
             except Exception as exc:
                 result = exc
             self.run_jobs(self.tr.complete(job, result))
@@ -595,6 +599,81 @@ def test_a_decode_due_in_a_quiet_run_is_its_speculative_final_announced_once_the
     assert rig.of(SpeculationWithdrawn) and len(stt.calls) == calls + 1 and not stt.calls[-1][1]
 
 
+class DoubtingStt(ScriptedStt):
+    """Doubts every quick first pass, as faster-whisper's guards doubt a short "Hello?"."""
+
+    def transcribe(
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
+    ) -> Hypothesis:
+        hyp = super().transcribe(samples, final=final, quick=quick)
+        return dataclasses.replace(hyp, doubtful=True) if final and quick else hyp
+
+
+def test_a_doubtful_speculative_decode_is_decoded_in_full_only_when_the_decoder_is_free() -> None:
+    # One decode slot, partials due every 20 ms, each decode taking a frame. Alice pauses after
+    # "hello" while bob talks on: the quick decode of her pause comes back doubtful and is neither
+    # announced nor kept; bob's partials, due each time the slot frees, go first, so no full decode
+    # of her pause runs; her final is decoded in full when her speech ends.
+    settings = TranscriberSettings(
+        speculate_after_ms=150, partial_interval_ms=20, initial_partial_interval_ms=20
+    )
+    stt = DoubtingStt(words_by_length("hello"))
+    rig = Rig(stt, settings)
+    talk = sorted(
+        timeline("alice", 100.0, silence_s=0.2, speech_s=0.4, tail_s=0.0)
+        + timeline("bob", 100.0, silence_s=0.2, speech_s=0.4, tail_s=0.0),
+        key=lambda f: f.frame.timestamp,
+    )
+    rig.feed(talk)
+    rig.hold = True
+    decoded: list[DecodeJob] = []
+
+    def step(frames: list[ProcessedFrame]) -> None:  # the decode started last finishes now
+        rig.feed(frames)
+        jobs, rig.held = rig.held, []
+        for job in jobs:
+            decoded.append(job)
+            result = stt.transcribe(job.samples, final=job.final, quick=job.quick)
+            rig.held.extend(rig.tr.complete(job, result))
+
+    for i in range(20):  # 400 ms of her pause, bob talking on
+        t = 100.6 + i * 0.02
+        step([*hangover("alice", t, 0.02), frame("bob", t, speech=True, value=7)])
+    assert not rig.of(TranscriptSpeculative)
+    step([frame("alice", 101.0, speech=False), frame("bob", 101.0, speech=True, value=7)])  # her end
+    step([frame("bob", 101.02, speech=True, value=7)])
+    mine = [(j.final, j.speculative, j.quick) for j in decoded if j.speaker_id == "alice"]
+    assert mine == [(True, True, True), (True, False, False)]  # quick once; the final in full
+    assert len([j for j in decoded if j.speaker_id == "bob"]) >= 18  # bob's partials kept the slot
+    (final,) = [e for e in rig.of(TranscriptFinal) if e.speaker_id == "alice"]
+    assert isinstance(final, TranscriptFinal) and final.text == "hello"
+
+
+def test_a_doubtful_pause_alone_is_decoded_in_full_at_once_and_is_the_final() -> None:
+    # One talker: the decoder is free, so the full decode follows the doubtful quick one at once,
+    # is announced when the pause is long enough, and is the final with no decode at the end.
+    stt = DoubtingStt(words_by_length("hello"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.4, tail_s=0.0))
+    start = len(stt.calls)
+    rig.feed(hangover("alice", 100.6, 0.02))  # the first quiet frame
+    assert [
+        (final, quick) for (_, final, _), quick in zip(stt.calls[start:], stt.quick[start:], strict=True)
+    ] == [
+        (True, True),  # quick: doubtful
+        (True, False),  # then the full decode, the decoder having nothing else to do
+    ]
+    assert not rig.of(TranscriptSpeculative)
+    rig.feed(hangover("alice", 100.62, 0.16))
+    (spec,) = rig.of(TranscriptSpeculative)
+    assert isinstance(spec, TranscriptSpeculative) and spec.text == "hello"
+    calls = len(stt.calls)
+    rig.feed([frame("alice", 100.78, speech=False)])
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "hello"
+    assert len(stt.calls) == calls  # the full speculative decode was the final
+
+
 def test_a_capture_pause_decodes_the_utterance_speculatively_at_once() -> None:
     stt = ScriptedStt(words_by_length("what time is it"))
     rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
@@ -715,17 +794,17 @@ class BatchStt(ScriptedStt):
         self.gate = threading.Event()
 
     def transcribe(
-        self, samples: npt.NDArray[np.int16], *, final: bool, prompt: str | None = None
+        self, samples: npt.NDArray[np.int16], *, final: bool, quick: bool = False, prompt: str | None = None
     ) -> Hypothesis:
         self.batches.append([final])
         assert self.gate.wait(5)
-        return super().transcribe(samples, final=final)
+        return super().transcribe(samples, final=final, quick=quick)
 
     def transcribe_batch(
-        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool]]
+        self, requests: Sequence[tuple[npt.NDArray[np.int16], bool, bool]]
     ) -> list[Hypothesis | Exception]:
-        self.batches.append([final for _, final in requests])
-        return [super(BatchStt, self).transcribe(s, final=final) for s, final in requests]
+        self.batches.append([final for _, final, _ in requests])
+        return [super(BatchStt, self).transcribe(s, final=final, quick=quick) for s, final, quick in requests]
 
 
 async def test_decodes_due_together_go_out_as_one_batch_and_none_is_lost() -> None:
