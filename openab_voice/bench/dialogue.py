@@ -78,7 +78,7 @@ from openab_voice.errors import EmulatorError
 from openab_voice.providers.speech import ChatMessage, SpeechToText, TextToSpeech
 from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
 from openab_voice.testing.chat import ScriptedChatModel
-from openab_voice.testing.emulator import EchoPath, EmulatorConfig
+from openab_voice.testing.emulator import EchoPath, EmulatorConfig, prepare_speech
 from openab_voice.testing.harness import BotOnEmulator
 
 __all__ = ["TARGETS", "run"]
@@ -230,6 +230,7 @@ async def _clips(tts: TextToSpeech) -> _Clips:
     for sentence in _SENTENCES:  # the bot synthesizes sentence by sentence too
         answer_bytes += len(await speak(sentence))
     question = await speak(QUESTION)
+    prepare_speech(question, stop)  # the speaker's client encodes on its own machine
     return _Clips(
         question=question,
         question_tail_s=trailing_silence_s(question),

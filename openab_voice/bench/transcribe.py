@@ -37,7 +37,7 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import TranscriptDiscarded, TranscriptFinal, TranscriptionBacklog
 from openab_voice.providers.speech_registry import SttConfig, stt_registry
-from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
+from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo, prepare_speech
 from openab_voice.testing.harness import BotOnEmulator
 
 __all__ = ["run", "targets_for"]
@@ -86,6 +86,7 @@ async def _bench(speakers: int, loss: float, seed: int) -> dict[str, Any]:
     settings = load_settings({}, transcription_enabled=True, dialogue_enabled=False)
     users = {_FIRST_USER + i: f"talker{i + 1}" for i in range(speakers)}
     clips = {name: load_wav_48k_stereo(scenes.ASSETS_DIR / f"{name}.wav") for name in CLIPS}
+    prepare_speech(*clips.values())  # the talkers' clients encode on their own machines
     spans = {name: scenes.active_span(scenes.load_clip(name)) for name in CLIPS}
     names = list(CLIPS)
     events: list[Event] = []

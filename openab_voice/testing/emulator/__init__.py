@@ -7,7 +7,7 @@ from openab_voice.testing.emulator.echo import EchoPath
 from openab_voice.testing.emulator.impairments import Impairments
 from openab_voice.testing.emulator.interactions import Interaction, InteractionReply
 from openab_voice.testing.emulator.resolver import EmulatorResolver, UnknownHostError
-from openab_voice.testing.emulator.rtp_stream import SendReport
+from openab_voice.testing.emulator.rtp_stream import SendReport, prepare_speech
 from openab_voice.testing.emulator.server import DiscordEmulator
 from openab_voice.testing.emulator.speakers import FakeSpeaker
 from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
@@ -31,5 +31,6 @@ __all__ = [
     "VoiceSessionInfo",
     "build_client",
     "load_wav_48k_stereo",
+    "prepare_speech",
     "running_client",
 ]
