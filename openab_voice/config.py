@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     audio_drift_tolerance_ms: float = Field(
         default=60.0, gt=0, le=1000, description="Capture/render skew that raises audio_reference_drift."
     )
+    audio_workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Front-end processing threads (speaker shards); 0: one per CPU, at most 2.",
+    )
 
     # --- conversation ---
     transcription_enabled: bool = Field(

@@ -44,6 +44,7 @@ def frontend_settings(settings: Settings) -> FrontEndSettings:
         auto_gain_control=settings.auto_gain_control,
         vad_min_silence_ms=settings.vad_min_silence_ms,
         drift_tolerance_ms=settings.audio_drift_tolerance_ms,
+        workers=settings.audio_workers,
     )
 
 

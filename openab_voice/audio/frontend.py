@@ -6,10 +6,12 @@ Threads and ownership:
   to bounded rings: O(1), never waiting on processing, safe from any thread. Overflow drops the
   oldest frames and reports ``audio_buffer_overrun``.
 * :meth:`FrontEnd.process_pending` does the CPU work (resample, APM, VAD, gate) for everything
-  queued. :meth:`FrontEnd.start` runs it on the front end's own thread, woken by every push (and
-  every ``interval_s`` for idle checks), so audio processing never waits behind the event loop: under
-  CPU contention the loop can run hundreds of milliseconds late, and a batch scheduled by it would
-  fall behind real time with it. Tests and benchmarks call :meth:`process_pending` directly.
+  queued. :meth:`FrontEnd.start` runs it on the front end's own threads, one per
+  :class:`~openab_voice.audio.shard.Shard` of the speakers (``FrontEndSettings.workers``), each woken
+  by every push to it (and every ``interval_s`` for idle checks), so audio processing never waits
+  behind the event loop: under CPU contention the loop can run hundreds of milliseconds late, and a
+  batch scheduled by it would fall behind real time with it. Tests and benchmarks call
+  :meth:`process_pending` directly (every shard in turn, on the caller's thread).
 * Events raised anywhere are queued and published on the event loop with the batch that raised them
   (or on the caller's thread for :meth:`process_pending`), so bus subscribers never run on the
   receiver's, player's or front end's thread.
@@ -42,19 +44,18 @@ from openab_voice.audio.capture_stream import (
     ProcessedCaptureStream,
     SpeechSink,
 )
-from openab_voice.audio.echo_gate import mean_square
 from openab_voice.audio.events import CapturePaused, SpeechEnded, SpeechStarted
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
-from openab_voice.audio.resample import Chunk, Chunker, Resampler
 from openab_voice.audio.ring import FrameRing
 from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.audio.shard import Shard
 from openab_voice.audio.speakers import PipelineFactory, Speaker
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
 from openab_voice.errors import OpenabError
-from openab_voice.priority import boost_audio_thread
+from openab_voice.priority import available_cpus, boost_audio_thread
 from openab_voice.providers.base import (
     ApmCapabilities,
     ApmConfig,
@@ -101,8 +102,7 @@ class FrontEnd:
         self.settings = settings = settings or FrontEndSettings()
         self._clock = clock
         self._interval = interval_s
-        self._outbox: collections.deque[Event] = collections.deque()
-        self._batch: list[CaptureItem] = []  # the batch being processed: frames and speech marks
+        self._outbox: collections.deque[Event] = collections.deque()  # events not raised by a pipeline
         # Providers are checked here, at start-up: a missing library or model is an error now, not
         # a surprise on the first speaker's first frame.
         self._pipelines = PipelineFactory(
@@ -116,24 +116,13 @@ class FrontEnd:
         self.vad_capabilities: VadCapabilities = self._pipelines.vad_capabilities
         if self.degraded:
             log.warning("audio front end is degraded: %s", ", ".join(self.degraded_reasons))
-        self._render_ring = FrameRing(
-            "render", settings.render_ring_frames, clock=clock, emit=self._outbox.append
-        )
-        rate = settings.internal_rate
-        self._render_resampler = Resampler(rate)
-        self._render_chunker = Chunker(rate // 100, rate)
-        # Recent render, to seed a speaker who starts while the bot is already talking.
-        self._render_recent: collections.deque[Chunk] = collections.deque(
-            maxlen=max(1, settings.render_history_ms // 10)
-        )
+        workers = settings.workers or min(2, available_cpus())
+        self._shards = [Shard(i, settings, clock=clock, emit=self._outbox.append) for i in range(workers)]
+        self._current = threading.local()  # the shard whose batch this thread is processing
         self._speakers: dict[str, Speaker] = {}
         self._speakers_lock = threading.Lock()
-        self._removed: collections.deque[tuple[Speaker, str]] = collections.deque()
-        self._process_lock = threading.Lock()
         self._delivery = CaptureDelivery(bus=bus, session_id=session_id)
         self._watermark: float | None = None  # capture time up to which the receiver pushed everything
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.batch_errors = 0
@@ -171,17 +160,20 @@ class FrontEnd:
         with self._speakers_lock:
             speaker = self._speakers.get(frame.speaker_id)
             if speaker is None:
-                speaker = Speaker(self._capture_ring(frame.speaker_id))
+                shard = min(self._shards, key=lambda sh: (sh.members, sh.index))  # the least loaded
+                shard.members += 1
+                speaker = Speaker(self._capture_ring(frame.speaker_id), shard=shard.index)
                 self._speakers[frame.speaker_id] = speaker
         speaker.ring.push(frame)
-        self._wake.set()
+        self._shards[speaker.shard].wake.set()
 
     def push_render(self, frame: AudioFrame) -> None:
         """Queue what the bot just handed to Discord (speaker_id None); fanned out to every speaker."""
         if frame.speaker_id is not None:
             raise ValueError("render reference frames have speaker_id None")
-        self._render_ring.push(frame)
-        self._wake.set()
+        for shard in self._shards:  # each shard resamples its own copy (see audio/shard.py)
+            shard.render_ring.push(frame)
+            shard.wake.set()
 
     def advance_capture_watermark(self, at: float) -> None:
         """Every capture frame that starts before ``at`` has been pushed (the receive worker's promise).
@@ -196,8 +188,12 @@ class FrontEnd:
         """Forget a speaker now; its pipeline is closed (speech ended, providers freed) next batch."""
         with self._speakers_lock:
             speaker = self._speakers.pop(speaker_id, None)
+            if speaker is not None:
+                self._shards[speaker.shard].members -= 1
         if speaker is not None:
-            self._removed.append((speaker, reason))
+            shard = self._shards[speaker.shard]
+            shard.removed.append((speaker, reason))
+            shard.wake.set()
 
     def break_capture(self, reason: str = "voice_gap") -> tuple[str, ...]:
         """The capture broke off for everyone (the voice connection's gap): end each speaker's speech
@@ -250,21 +246,24 @@ class FrontEnd:
 
         Call from the event loop thread (or a test); with :meth:`start` the front end calls it itself.
         """
-        with self._process_lock:
-            items = self._process_batch()
+        items: list[CaptureItem] = []
+        for shard in self._shards:
+            with shard.lock:
+                items.extend(self._process_batch(shard))
         self._deliver(items)
         return [item for item in items if isinstance(item, ProcessedFrame)]
 
-    def _process_batch(self) -> list[CaptureItem]:
+    def _process_batch(self, shard: Shard) -> list[CaptureItem]:
+        self._current.shard = shard  # where its pipelines' events go (_from_pipeline)
         # Read before the rings are drained: the receiver raises the watermark only after pushing
         # the frames it vouches for, so every one of them is in the rings now. Read after the drain,
         # it could vouch for frames pushed meanwhile and end a speech that is still arriving.
         idle_now = self._idle_now()
         # The pipelines' speech marks land in the batch as they are emitted (_from_pipeline), so
         # each mark is in order with the frames processed before and after it.
-        outputs = self._batch
-        while self._removed:
-            speaker, reason = self._removed.popleft()
+        outputs = shard.batch
+        while shard.removed:
+            speaker, reason = shard.removed.popleft()
             # What it pushed before it was removed is still its own: processed, then its speech
             # ends (in order, before any frame of a pipeline that replaced it).
             if speaker.pipeline is not None:
@@ -276,20 +275,11 @@ class FrontEnd:
             if ended is not None:
                 outputs.append(ended)
         with self._speakers_lock:
-            speakers = list(self._speakers.values())
+            speakers = [s for s in self._speakers.values() if s.shard == shard.index]
         for speaker in speakers:
             if speaker.pipeline is None and len(speaker.ring):
-                speaker.pipeline = self._start(speaker)
-        pipelines = [s.pipeline for s in speakers if s.pipeline is not None]
-        for frame in self._render_ring.drain():
-            mono = self._render_resampler.process(frame)
-            end = frame.timestamp + frame.duration - self._render_resampler.delay_s
-            for chunk in self._render_chunker.push(mono, end):
-                # The level is computed once here for every speaker's echo gate.
-                shared = Chunk(chunk.timestamp, chunk.samples, mean_square(chunk.samples))
-                self._render_recent.append(shared)
-                for pipeline in pipelines:
-                    pipeline.add_render(shared)
+                speaker.pipeline = self._pipelines.start(speaker, shard.render_recent)
+        shard.fan_out_render(speakers)
         for speaker in speakers:
             frames = speaker.ring.drain()
             if speaker.pipeline is None:
@@ -302,9 +292,8 @@ class FrontEnd:
             speaker.ring.poll()
             if speaker.pipeline is not None:
                 outputs.extend(speaker.pipeline.check_idle(idle_now))
-        self._render_ring.poll()
-        self._batch = []
-        return outputs
+        shard.render_ring.poll()
+        return shard.take_batch()
 
     def _idle_now(self) -> float:
         """The time up to which silence is known: the capture watermark when a receiver sets one."""
@@ -321,15 +310,13 @@ class FrontEnd:
             speaker_id=speaker_id,
         )
 
-    def _start(self, speaker: Speaker) -> SpeakerPipeline | None:
-        return self._pipelines.start(speaker, self._render_recent)
-
     def _from_pipeline(self, event: Event) -> None:
-        """A pipeline's event (processing thread, under the process lock): queued for the bus, and a
-        speech mark also goes in band into the batch being processed."""
-        self._outbox.append(event)
+        """A pipeline's event (on the thread processing its shard, under the shard's lock): queued
+        for the bus with the shard's batch, and a speech mark also goes in band into that batch."""
+        shard: Shard = getattr(self._current, "shard", None) or self._shards[0]
+        shard.outbox.append(event)
         if isinstance(event, SpeechStarted | SpeechEnded | CapturePaused):
-            self._batch.append(event)
+            shard.batch.append(event)
 
     def _stop(self, speaker: Speaker, reason: str) -> ProcessedFrame | None:
         """Close the speaker's pipeline; returns the frame that ends its speech in progress, if any."""
@@ -341,51 +328,56 @@ class FrontEnd:
     def _deliver(self, items: list[CaptureItem]) -> None:
         """Caller's thread: hand ``items`` out, then every queued event (overruns they caused too)."""
         self._delivery.items(items)
+        for shard in self._shards:
+            for event in shard.take_events():
+                self._delivery.event(event)
         while self._outbox:
             self._delivery.event(self._outbox.popleft())
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start processing on the front end's own thread; results reach subscribers on this loop."""
+        """Start processing on the front end's own threads; results reach subscribers on this loop."""
         if self._closed:
             raise RuntimeError("front end is closed")
-        if self._thread is None:
+        if self._loop is None:
             self._loop = asyncio.get_running_loop()
-            self._thread = threading.Thread(target=self._run, name="openab-voice-frontend", daemon=True)
-            self._thread.start()
+            for shard in self._shards:
+                shard.thread = threading.Thread(
+                    target=self._run, args=(shard,), name=shard.thread_name, daemon=True
+                )
+                shard.thread.start()
 
-    def _run(self) -> None:
-        """Front-end thread: process whatever was pushed; otherwise check for idle speakers."""
+    def _run(self, shard: Shard) -> None:
+        """A shard's thread: process whatever was pushed to it; otherwise check for idle speakers."""
         loop = self._loop
         assert loop is not None
         boost_audio_thread()  # the audio plane keeps real time first (openab_voice/priority.py)
         while not self._closed:
-            self._wake.wait(self._interval)
-            self._wake.clear()
+            shard.wake.wait(self._interval)
+            shard.wake.clear()
             if self._closed:
                 return
             try:
-                with self._process_lock:  # with nothing queued, this is just the idle check
-                    items = self._process_batch()
+                with shard.lock:  # with nothing queued, this is just the idle check
+                    items = self._process_batch(shard)
             except Exception as exc:  # a bug must not silently stop the front end: report, go on
                 self.batch_errors += 1
                 log.exception("audio front end batch failed")
                 self._outbox.append(_error_event(exc, self._clock.monotonic()))
-                items = []
-            if not items and not self._outbox:
+                items = shard.take_batch()
+            events = shard.take_events()
+            while self._outbox:  # ring overruns, stream drops, errors: whichever thread is first
+                try:
+                    events.append(self._outbox.popleft())
+                except IndexError:  # the other shard took the last one
+                    break
+            if not items and not events:
                 continue
-            events = self._take_events()
             try:
                 loop.call_soon_threadsafe(self._deliver_batch, items, events)
             except RuntimeError:  # the loop closed: nobody is listening any more
                 return
-
-    def _take_events(self) -> list[Event]:
-        events = []
-        while self._outbox:
-            events.append(self._outbox.popleft())
-        return events
 
     def _deliver_batch(self, items: list[CaptureItem], events: list[Event]) -> None:
         """Event loop: hand one batch to subscribers, then its events to the speech sinks and the
@@ -399,25 +391,31 @@ class FrontEnd:
         if self._closed:
             return
         self._closed = True
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._wake.set()
-            await asyncio.to_thread(thread.join, _JOIN_TIMEOUT_S)
-            if thread.is_alive():
-                log.warning("audio front end thread did not stop within %.1f s", _JOIN_TIMEOUT_S)
-        with self._process_lock:
-            with self._speakers_lock:
-                speakers = list(self._speakers.values())
-                self._speakers.clear()
-            for speaker in speakers:
-                self._stop(speaker, "closed")
-            while self._removed:
-                speaker, reason = self._removed.popleft()
-                self._stop(speaker, reason)
-            self._render_resampler.reset()  # free the native soxr stream deterministically
-            ended, self._batch = self._batch, []  # the marks of the speech the close ended
-        # Batches the thread handed over before it stopped are still queued on the loop (callbacks
-        # run in order): let them through first, so subscribers see frames and events in order.
+        for shard in self._shards:
+            thread, shard.thread = shard.thread, None
+            if thread is not None:
+                shard.wake.set()
+                await asyncio.to_thread(thread.join, _JOIN_TIMEOUT_S)
+                if thread.is_alive():
+                    log.warning("audio front end thread did not stop within %.1f s", _JOIN_TIMEOUT_S)
+        with self._speakers_lock:
+            speakers = list(self._speakers.values())
+            self._speakers.clear()
+        ended: list[CaptureItem] = []  # the marks of the speech the close ended
+        for shard in self._shards:
+            with shard.lock:
+                self._current.shard = shard
+                for speaker in speakers:
+                    if speaker.shard == shard.index:
+                        self._stop(speaker, "closed")
+                while shard.removed:
+                    speaker, reason = shard.removed.popleft()
+                    self._stop(speaker, reason)
+                shard.close()  # free the native soxr stream deterministically
+                ended.extend(shard.take_batch())
+        # Batches the threads handed over before they stopped are still queued on the loop
+        # (callbacks run in order): let them through first, so subscribers see frames and events in
+        # order.
         barrier = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().call_soon(barrier.set_result, None)
         await barrier

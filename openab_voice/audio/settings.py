@@ -38,6 +38,7 @@ class FrontEndSettings:
         vad_min_silence_ms: silence needed before ``speech_end`` is declared.
         webrtcvad_mode: aggressiveness of the ``webrtcvad`` provider (0-3).
         capture_ring_frames: per-speaker capture ring capacity in receiver frames (20 ms each).
+        workers: processing threads (shards of speakers); 0: one per CPU, at most 2.
         render_ring_frames: render reference ring capacity (shared input side) in frames.
         processed_queue_frames: per-subscriber processed-capture queue capacity.
         render_history_ms: how much render reference each speaker keeps for alignment and the gate.
@@ -82,6 +83,7 @@ class FrontEndSettings:
     webrtcvad_mode: int = 3
     capture_ring_frames: int = 50
     render_ring_frames: int = 100
+    workers: int = 0
     processed_queue_frames: int = 500
     render_history_ms: int = 1_000
     drift_tolerance_ms: float = 60.0
@@ -113,6 +115,8 @@ class FrontEndSettings:
             raise bad("vad_start_threshold", "need 0 < end threshold <= start threshold < 1")
         if not 0 <= self.webrtcvad_mode <= 3:
             raise bad("webrtcvad_mode", "must be 0-3")
+        if self.workers < 0:
+            raise bad("workers", "must be 0 (automatic) or more")
         for name in ("capture_ring_frames", "render_ring_frames", "processed_queue_frames"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be at least 1")

@@ -40,6 +40,7 @@ class Speaker:
     """One speaker's capture ring and, from their first processed frame, their pipeline."""
 
     ring: FrameRing
+    shard: int = 0  # the front-end shard (thread) that processes this speaker, for life
     pipeline: SpeakerPipeline | None = None
     retry_at: float | None = None
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from openab_voice.audio import (
     AudioBufferOverrun,
@@ -22,6 +23,7 @@ from openab_voice.audio import (
     scenes,
 )
 from openab_voice.audio.events import CapturePaused
+from openab_voice.audio.pipeline import SpeakerPipeline
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
@@ -371,3 +373,53 @@ def test_without_the_trailer_no_silence_is_invented_and_a_new_transmission_is_ke
     frontend.push_capture(early)
     (kept,) = frontend.process_pending()
     assert not kept.frame.concealed and kept.frame.timestamp >= fill_end - 0.021
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_speakers_spread_over_shards_keep_their_order_and_all_get_the_render(workers: int) -> None:
+    frontend, clock, events = make(FrontEndSettings(workers=workers))
+    t0 = clock.monotonic()
+    far = scenes.discord_frames(scenes.load_clip("far_end")[:32_000], speaker_id=None, start_time=t0)
+    frames = two_speakers(t0)
+    outputs: dict[str, list[ProcessedFrame]] = {"alice": [], "bob": []}
+    for i, render in enumerate(far):
+        frontend.push_render(render)
+        for name in ("alice", "bob"):
+            frontend.push_capture(frames[name][i])
+        for out in frontend.process_pending():
+            outputs[out.frame.speaker_id or "?"].append(out)
+        clock.advance(0.02)
+    for name, first_id in (("alice", 0), ("bob", 1000)):
+        out = outputs[name]
+        assert [o.frame.frame_id for o in out] == [first_id + 1 + i for i in range(len(out))]
+        assert out[-1].bot_speaking  # the render reached this speaker's shard too
+    started = [e for e in events if isinstance(e, AudioPipelineStarted)]
+    assert sorted(e.speaker_id for e in started) == ["alice", "bob"]
+
+
+async def test_two_shards_process_their_speakers_on_two_threads_while_the_loop_is_blocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    frontend = FrontEnd(FrontEndSettings(workers=2), bus=EventBus(), clock=clock)
+    threads: dict[str, set[str]] = {"a": set(), "b": set()}
+    process = SpeakerPipeline.process
+
+    def recording(self: SpeakerPipeline, frame: AudioFrame) -> ProcessedFrame | None:
+        threads[self.speaker_id].add(threading.current_thread().name)
+        return process(self, frame)
+
+    monkeypatch.setattr(SpeakerPipeline, "process", recording)
+    frames = {
+        n: scenes.discord_frames(scenes.silence(0.5), speaker_id=n, start_time=clock.monotonic())
+        for n in "ab"
+    }
+    async with frontend:
+        for a, b in zip(frames["a"], frames["b"], strict=True):
+            frontend.push_capture(a)
+            frontend.push_capture(b)
+        deadline = time.monotonic() + 5.0
+        while any((p := frontend.pipeline(n)) is None or p.frames < len(frames[n]) for n in "ab"):
+            assert time.monotonic() < deadline, "the shards did not process without the event loop"
+            time.sleep(0.005)  # noqa: ASYNC251 - holding the loop is the point
+    assert threads == {"a": {"openab-voice-frontend"}, "b": {"openab-voice-frontend-1"}}
