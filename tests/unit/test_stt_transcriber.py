@@ -465,6 +465,12 @@ async def test_run_follows_capture_stopped_speech_ends_in_band() -> None:
     await tr.aclose()
 
 
+def together(*speakers: str, speech_s: float) -> list[ProcessedFrame]:
+    """``speakers`` talking at once from 100.2 s for ``speech_s`` (no tail), frames in time order."""
+    frames = [f for sp in speakers for f in timeline(sp, 100.0, silence_s=0.2, speech_s=speech_s, tail_s=0.0)]
+    return sorted(frames, key=lambda f: f.frame.timestamp)
+
+
 def hangover(speaker: str, t0: float, seconds: float) -> list[ProcessedFrame]:
     """Frames the VAD still counts as speech while it waits out its minimum silence (low score)."""
     out = []
@@ -540,12 +546,7 @@ def test_an_early_speculative_decode_takes_the_decoder_only_when_nothing_else_is
     # enough to announce (150 ms), so the announcement needs no decode of its own.
     stt = ScriptedStt(words_by_length("what time is it"))
     rig = Rig(stt, TranscriberSettings(speculate_after_ms=150))
-    talk = sorted(
-        timeline("alice", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0)
-        + timeline("bob", 100.0, silence_s=0.2, speech_s=1.0, tail_s=0.0),
-        key=lambda f: f.frame.timestamp,
-    )
-    rig.feed(talk)
+    rig.feed(together("alice", "bob", speech_s=1.0))
     rig.hold = True
     for i in range(15):  # bob goes on talking; whatever decode starts now stays in flight
         rig.feed([frame("bob", 101.2 + i * 0.02, speech=True, value=7)])
@@ -619,12 +620,7 @@ def test_a_doubtful_speculative_decode_is_decoded_in_full_only_when_the_decoder_
     )
     stt = DoubtingStt(words_by_length("hello"))
     rig = Rig(stt, settings)
-    talk = sorted(
-        timeline("alice", 100.0, silence_s=0.2, speech_s=0.4, tail_s=0.0)
-        + timeline("bob", 100.0, silence_s=0.2, speech_s=0.4, tail_s=0.0),
-        key=lambda f: f.frame.timestamp,
-    )
-    rig.feed(talk)
+    rig.feed(together("alice", "bob", speech_s=0.4))
     rig.hold = True
     decoded: list[DecodeJob] = []
 
