@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from openab_voice.store.jobs import JobStore
     from openab_voice.store.records import NewAction
 
+pytest_plugins = ["tests.ast_race"]
+
 POSTGRES_URL_ENV = "TEST_POSTGRES_URL"
 CLUSTER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pg-test-cluster.sh"
 _NO_SERVER_STATUS = 3  # pg-test-cluster.sh: no PostgreSQL binaries
