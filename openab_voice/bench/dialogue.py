@@ -357,11 +357,13 @@ class _Session:
             raise EmulatorError(f"dialogue bench: {what} within {within_s} s", code="EMULATOR_TIMEOUT")
 
     async def first_audio_after(self, since: float) -> float:
-        """Poll until bot audio that arrived after ``since`` shows up; returns that arrival time."""
+        """Poll until the bot starts to sound after ``since``; returns its first packet's arrival (not
+        the poll's time: a poll late under load must not add its own delay)."""
         sink = self.h.emulator.bot_audio
-        await self.until(lambda: (sink.last_audio_at or since) > since, "no bot audio")
-        assert sink.last_audio_at is not None
-        return sink.last_audio_at
+        await self.until(lambda: sink.first_audio_after(since) is not None, "no bot audio")
+        first = sink.first_audio_after(since)
+        assert first is not None
+        return first
 
     async def settle(self) -> None:
         """Wait until the user is idle, the bot listening and silent, all for ``_QUIET_S`` unbroken."""

@@ -9,6 +9,7 @@ one-second tone yields one second of PCM.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from discord.opus import Decoder, OpusError
@@ -21,6 +22,8 @@ from openab_voice.testing.emulator.echo import RoomAudio
 
 _MAX_CONCEALED_GAP = 10  # frames; a longer hole is a new talk spurt, not loss
 _BYTES_PER_MS = DISCORD_FRAME_BYTES // 20
+_SPURT_GAP_S = 0.2  # audio after this long without any is the start of new speech
+_SPURTS_KEPT = 256
 
 DaveDecrypt = Callable[[bytes], bytes]
 
@@ -37,6 +40,8 @@ class BotAudioSink:
         late_packets: duplicate or out-of-order packets that were dropped.
         last_audio_at: arrival time (the emulator's clock) of the last packet that decoded to audio,
             Opus silence frames excluded: when the bot's sound last reached the call (None: never).
+        spurt_starts: arrival times of the first audio packet of each of the last talk spurts (audio
+            after Opus silence frames or after ``_SPURT_GAP_S`` without audio), oldest first.
     """
 
     def __init__(self) -> None:
@@ -56,6 +61,16 @@ class BotAudioSink:
         self.decode_failures = 0
         self.late_packets = 0
         self.last_audio_at: float | None = None
+        self.spurt_starts: deque[float] = deque(maxlen=_SPURTS_KEPT)
+        self._after_silence = True
+
+    def first_audio_after(self, since: float) -> float | None:
+        """When the bot's first sound that started after ``since`` reached the call (None: none yet).
+
+        A spurt's first packet, not :attr:`last_audio_at` read whenever a caller happens to look:
+        a poll that runs late would otherwise add its own delay to a latency it measures.
+        """
+        return next((start for start in self.spurt_starts if start > since), None)
 
     def forget_pcm(self) -> None:
         """Drop the decoded audio kept for :meth:`pcm` (counters, ``ms`` and the room's recent
@@ -86,6 +101,7 @@ class BotAudioSink:
         self._last_seq[header.ssrc] = header.sequence
         if payload == OPUS_SILENCE:
             self.silence_frames += 1
+            self._after_silence = True
             return
         if dave is not None:
             try:
@@ -107,6 +123,9 @@ class BotAudioSink:
             self.decode_failures += 1
             return
         self.packets += 1
+        if self._after_silence or self.last_audio_at is None or arrival - self.last_audio_at > _SPURT_GAP_S:
+            self.spurt_starts.append(arrival)
+        self._after_silence = False
         self.last_audio_at = arrival
 
     def _append(self, pcm: bytes, arrival: float) -> None:
