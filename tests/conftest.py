@@ -5,6 +5,9 @@ empty database (on PostgreSQL: a fresh schema). PostgreSQL is ``TEST_POSTGRES_UR
 SQLAlchemy URL of a role that may create schemas; ``.ci/run`` sets it), or else one throwaway cluster
 per test session started with ``scripts/pg-test-cluster.sh``. Without PostgreSQL installed the
 postgresql tests fail, never skip.
+
+``tests/ast_race.py`` (loaded as a plugin below) keeps CPython 3.11's shared AST depth from breaking
+pytest's own parses.
 """
 
 from __future__ import annotations
