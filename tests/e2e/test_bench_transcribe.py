@@ -42,5 +42,7 @@ def test_ten_talkers_at_once_every_utterance_whole_and_in_order() -> None:
     }
     assert report["utterances"] == 20 and report["missing"] == 0, why
     assert report["fragments"] == 0, why
-    assert report["wer"] <= 0.15
+    # Whole but misheard: which utterances, as heard (CI saw 0.252 once, with none missing).
+    misheard = [u for u in report["per_utterance"] if u.get("wer", 0.0) > 0.0]
+    assert report["wer"] <= 0.15, {**why, "misheard": misheard}
     assert report["out_of_order"] == 0  # per speaker, finals come in speaking order
