@@ -160,8 +160,8 @@ class FrontEnd:
         with self._speakers_lock:
             speaker = self._speakers.get(frame.speaker_id)
             if speaker is None:
-                load = collections.Counter(sp.shard for sp in self._speakers.values())
-                shard = min(self._shards, key=lambda sh: (load[sh.index], sh.index))  # the least loaded
+                shard = min(self._shards, key=lambda sh: (sh.members, sh.index))  # the least loaded
+                shard.members += 1
                 speaker = Speaker(self._capture_ring(frame.speaker_id), shard=shard.index)
                 self._speakers[frame.speaker_id] = speaker
         speaker.ring.push(frame)
@@ -188,6 +188,8 @@ class FrontEnd:
         """Forget a speaker now; its pipeline is closed (speech ended, providers freed) next batch."""
         with self._speakers_lock:
             speaker = self._speakers.pop(speaker_id, None)
+            if speaker is not None:
+                self._shards[speaker.shard].members -= 1
         if speaker is not None:
             shard = self._shards[speaker.shard]
             shard.removed.append((speaker, reason))

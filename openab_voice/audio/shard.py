@@ -58,6 +58,7 @@ class Shard:
         self.removed: collections.deque[tuple[Speaker, str]] = collections.deque()
         self.batch: list[CaptureItem] = []  # the batch being processed: frames and speech marks
         self.outbox: collections.deque[Event] = collections.deque()  # its pipelines' events
+        self.members = 0  # live speakers assigned here (for balancing)
         self.lock = threading.Lock()  # one batch at a time
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None

@@ -10,10 +10,9 @@ with five Opus silence frames, as Discord clients send.
 from __future__ import annotations
 
 import asyncio
-import collections
+import functools
 import heapq
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,35 +35,19 @@ _AUDIO_LEVEL_EXTENSION = b"\x10\x7f"
 SendDatagram = Callable[[bytes, tuple[str, int]], None]
 
 
-_ENCODED_KEPT = 32
-_encoded: collections.OrderedDict[bytes, tuple[bytes, ...]] = collections.OrderedDict()
-_encoded_lock = threading.Lock()  # prepare_speech on the caller, a say's encode on a worker thread
-
-
-def encoded_speech(pcm: bytes) -> tuple[bytes, ...] | None:
-    """The Opus frames of ``pcm`` if :func:`encode_speech` already has them (None: not yet)."""
-    with _encoded_lock:
-        frames = _encoded.get(pcm)
-        if frames is not None:
-            _encoded.move_to_end(pcm)
-        return frames
-
-
+@functools.lru_cache(maxsize=32)
 def encode_speech(pcm: bytes) -> tuple[bytes, ...]:
     """The Opus frames of one utterance (48 kHz stereo s16le, the last frame zero-padded), encoded
-    once per content with a fresh encoder and kept (the last 32 clips): the same clip said again, by
-    anyone, is not encoded again.
+    once per content with a fresh encoder and kept: the same clip said again, by anyone, is not
+    encoded again.
 
     A real client encodes on its own machine. The emulator shares the bot's process, so a benchmark
     calls this for its clips before it starts timing (:func:`prepare_speech`): encoding ten talkers'
     clips while they talk took about 4 s of CPU from the bot under test in a 10 s run.
     """
-    kept = encoded_speech(pcm)
-    if kept is not None:
-        return kept
     encoder = Encoder()
-    count = -(-len(pcm) // DISCORD_FRAME_BYTES)
-    frames = tuple(
+    frames = -(-len(pcm) // DISCORD_FRAME_BYTES)
+    return tuple(
         bytes(
             encoder.encode(
                 pcm[i * DISCORD_FRAME_BYTES : (i + 1) * DISCORD_FRAME_BYTES].ljust(
@@ -73,13 +56,8 @@ def encode_speech(pcm: bytes) -> tuple[bytes, ...]:
                 DISCORD_FRAME_SAMPLES,
             )
         )
-        for i in range(count)
+        for i in range(frames)
     )
-    with _encoded_lock:
-        _encoded[pcm] = frames
-        while len(_encoded) > _ENCODED_KEPT:
-            _encoded.popitem(last=False)
-    return frames
 
 
 def prepare_speech(*clips: bytes) -> None:
@@ -181,12 +159,13 @@ class RtpStream:
             await pacer.announce()
             await self.sleep_until(self._clock.monotonic() + lead)
         # A real client encodes on its own machine: without an echo to mix in just in time, the
-        # utterance is encoded up front on a worker thread (unless prepare_speech did it already:
-        # then it is sent at once, without a hop through the executor), so the bot's event loop
-        # (which the emulator shares) never stalls behind a talker's encoder.
-        opus = None if echo is not None else encoded_speech(pcm)
-        if echo is None and opus is None:
-            opus = await asyncio.get_running_loop().run_in_executor(None, encode_speech, pcm)
+        # utterance is encoded up front on a worker thread (or was, by prepare_speech), so the bot's
+        # event loop (which the emulator shares) never stalls behind a talker's encoder.
+        opus = (
+            None
+            if echo is not None
+            else await asyncio.get_running_loop().run_in_executor(None, encode_speech, pcm)
+        )
         start = self._clock.monotonic()
         self._advance_timestamp_over_pause(start)
         held: _Queued | None = None
