@@ -610,6 +610,51 @@ class DoubtingStt(ScriptedStt):
         return dataclasses.replace(hyp, doubtful=True) if final and quick else hyp
 
 
+def test_a_pause_between_words_moves_the_stable_prefix_on_through_its_speculative_decode() -> None:
+    # "Wait, stop please.": one partial before the comma, then a pause. No partial runs in the pause;
+    # its speculative decode is of the same audio, so its words are published as that partial and
+    # agree with the first: the stable prefix comes at the pause, not a partial interval after the
+    # speech resumes (bench dialogue --load 1: the "stop" utterances' first stable partial came
+    # 600-617 ms after their onset, their speculations at 331-431 ms).
+    stt = ScriptedStt(words_by_length("wait stop please"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150, stable_agreement=2))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.2, tail_s=0.0))
+    (partial,) = rig.of(TranscriptPartial)
+    assert isinstance(partial, TranscriptPartial) and not partial.stable and partial.text == "wait stop"
+    rig.feed(hangover("alice", 100.4, 0.02))  # the comma's first quiet frame: decoded speculatively
+    assert [(c[1], q) for c, q in zip(stt.calls, stt.quick, strict=True)] == [(False, False), (True, True)]
+    stable = [e for e in rig.of(TranscriptPartial) if isinstance(e, TranscriptPartial) and e.stable]
+    assert [e.text for e in stable] == ["wait stop"]
+    (latency,) = rig.of(LatencyMeasured)
+    assert isinstance(latency, LatencyMeasured) and latency.metric == "first_stable_partial_ms"
+    assert latency.at == pytest.approx(100.42)
+    rig.feed([frame("alice", 100.42 + i * 0.02, speech=True, value=7) for i in range(20)])
+    rig.feed(hangover("alice", 100.82, 0.2) + [frame("alice", 101.02, speech=False)])
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == "wait stop please"
+    assert final.partials == len(rig.of(TranscriptPartial))
+
+
+def test_a_doubtful_speculative_decode_is_no_partial() -> None:
+    stt = DoubtingStt(words_by_length("wait stop please"))
+    rig = Rig(stt, TranscriberSettings(speculate_after_ms=150, stable_agreement=2))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.2, tail_s=0.0))
+    rig.hold = True
+    rig.feed(hangover("alice", 100.4, 0.02))
+    (quick,) = rig.held
+    assert quick.speculative and quick.quick
+    full = rig.tr.complete(quick, stt.transcribe(quick.samples, final=True, quick=True))
+    # The doubtful first pass is no partial: nothing new published, nothing stable.
+    assert len(rig.of(TranscriptPartial)) == 1 and not rig.of(LatencyMeasured)
+    # The decoder being free, the pause is decoded in full at once; that decode is one.
+    (job,) = full
+    assert job.speculative and not job.quick
+    rig.tr.complete(job, stt.transcribe(job.samples, final=True, quick=False))
+    assert [e.text for e in rig.of(TranscriptPartial) if isinstance(e, TranscriptPartial) and e.stable] == [
+        "wait stop"
+    ]
+
+
 def test_a_doubtful_speculative_decode_is_decoded_in_full_only_when_the_decoder_is_free() -> None:
     # One decode slot, partials due every 20 ms, each decode taking a frame. Alice pauses after
     # "hello" while bob talks on: the quick decode of her pause comes back doubtful and is neither
