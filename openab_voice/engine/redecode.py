@@ -28,8 +28,9 @@ it is announced (``TranscriptSpeculative``) once the stretch has lasted that lon
 paused in it, becomes the final when the speech ends with no speech in between, and is withdrawn
 when speech follows. It asks the provider for its first pass only (``quick``); a first pass the
 provider doubts is decoded in full only when the decoder is otherwise idle. No partial runs in a
-quiet stretch: the speculative decode, of the same audio, is published as that partial (unless
-doubtful) while the utterance is still open, so a pause between words moves the stable prefix on.
+quiet stretch: the speculative decode, of the same audio, is published as that partial while the
+utterance is still open (a doubtful first pass too), so a pause between words moves the stable
+prefix on.
 
 Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
 has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
@@ -192,9 +193,11 @@ class RedecodeCore:
         self.release(job)
         utt = job._utterance
         if job.speculative:
-            if isinstance(result, Hypothesis) and not result.doubtful and self._is_open(utt):
+            if isinstance(result, Hypothesis) and self._is_open(utt):
                 # It decoded what a partial would have (none runs in a quiet stretch): its words are
-                # that partial's, and count toward the stable prefix as a partial's do.
+                # that partial's, and count toward the stable prefix as a partial's do. A doubtful
+                # first pass too: a partial is that same first pass, never held to the final's
+                # guards (agreement between hypotheses is the partials' guard).
                 self._report.partial(utt, result, job.audio_end)
             # Kept only for the quiet run it was decoded in; a failure just means no shortcut.
             if not utt.concluded and isinstance(result, Hypothesis) and utt.spec_quiet == utt.quiet_since:
