@@ -309,8 +309,9 @@ class ConversationManager:
             case SpeculationWithdrawn():
                 self._responses.drop_prepared(item.utterance_id)
             case TranscriptPartial():
-                if item.stable:
-                    self._early_names.note(item.utterance_id, item.text, self._policy.wake_name)
+                self._early_names.note(
+                    item.utterance_id, item.text, self._policy.wake_name, stable=item.stable
+                )
                 self._controller.on_partial(item.speaker_id, item.text)
             case TranscriptDiscarded():
                 self._early_names.forget(item.utterance_id)
@@ -384,7 +385,8 @@ class ConversationManager:
 
     def _as_heard(self, event: _Decoded) -> _Decoded:
         """``event`` with the wake name its stable partials agreed on, where the decode of the whole
-        utterance misheard it (tiny.en: "Jervous, tell me ..." after "Jarvis, tell me" twice)."""
+        utterance misheard it (tiny.en: "Jervous, tell me ..." after "Jarvis, tell me" twice, or after
+        a stable "Jarvis" and a partial "Jarvis, tell me" that went on from it)."""
         text = self._early_names.heard(
             event.utterance_id,
             event.text,

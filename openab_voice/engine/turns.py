@@ -9,7 +9,7 @@
 
 Matching ignores case, accents and punctuation, and tolerates STT splitting or joining the name's
 words ("Open AB" matches "OpenAB"). A final that misheard the name its utterance's stable partials
-agreed on gets the name back (:func:`name_as_heard_early`). Pure: no I/O.
+agreed on gets the name back (:func:`name_as_heard_early`, :class:`EarlyNames`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -289,7 +289,18 @@ class FloorLog:
 
 
 class EarlyNames:
-    """The stable partials that opened with the wake name, per utterance, until its final comes.
+    """What an utterance's partials heard of the wake name at its start, until its final comes.
+
+    Two kinds of evidence are kept per utterance:
+
+    * the latest stable partial that opens with the wake name: two decodes agreed on the name;
+    * the latest raw partial that goes on from that stable text: one more decode that heard the
+      agreed name *and* words after it. The stable prefix often stops at the name itself ("Jarvis"
+      after a pause) when the next two decodes disagree about the name's spelling, and a final is
+      only aligned on the words after the name (:func:`name_as_heard_early`); those words come from
+      this decode, the name still from the agreed prefix it starts with.
+
+    A raw partial alone counts for nothing: one decode is not agreement.
 
     Args:
         keep: utterances remembered at most (the oldest is forgotten first).
@@ -297,25 +308,41 @@ class EarlyNames:
 
     def __init__(self, *, keep: int = 32) -> None:
         self._keep = keep
-        self._early: dict[str, str] = {}
+        self._early: dict[str, tuple[str, str | None]] = {}
 
-    def note(self, utterance_id: str, stable_text: str, wake_name: str) -> None:
-        """Remember a stable partial of ``utterance_id`` if it opens with ``wake_name``."""
-        if not opens_with_name(stable_text, wake_name):
+    def note(self, utterance_id: str, text: str, wake_name: str, *, stable: bool = True) -> None:
+        """Remember a partial of ``utterance_id``: a stable one if it opens with ``wake_name``, a raw
+        one if it goes on from the stable text kept for the utterance."""
+        if not stable:
+            kept = self._early.get(utterance_id)
+            if kept is not None and _goes_on_from(text, kept[0]):
+                self._early[utterance_id] = (kept[0], text)
             return
-        self._early.pop(utterance_id, None)
-        self._early[utterance_id] = stable_text
+        if not opens_with_name(text, wake_name):
+            return
+        kept = self._early.pop(utterance_id, None)
+        extension = kept[1] if kept is not None and kept[1] and _goes_on_from(kept[1], text) else None
+        self._early[utterance_id] = (text, extension)
         while len(self._early) > self._keep:
             del self._early[next(iter(self._early))]
 
     def heard(self, utterance_id: str, text: str, wake_name: str, *, final: bool) -> str:
-        """``text`` of ``utterance_id`` with the name its stable partials heard, when the decode of
-        the whole misheard it (:func:`name_as_heard_early`); a ``final`` ends the utterance."""
-        early = self._early.pop(utterance_id, None) if final else self._early.get(utterance_id)
-        if early is None:
+        """``text`` of ``utterance_id`` with the name its partials heard, when the decode of the
+        whole misheard it (:func:`name_as_heard_early`); a ``final`` ends the utterance."""
+        kept = self._early.pop(utterance_id, None) if final else self._early.get(utterance_id)
+        if kept is None:
             return text
-        return name_as_heard_early(text, early, wake_name) or text
+        for early in kept:
+            if early is not None and (corrected := name_as_heard_early(text, early, wake_name)) is not None:
+                return corrected
+        return text
 
     def forget(self, utterance_id: str) -> None:
         """The utterance ended without a final of its own (discarded, or claimed by an intake)."""
         self._early.pop(utterance_id, None)
+
+
+def _goes_on_from(text: str, stable: str) -> bool:
+    """True when ``text`` has words past ``stable`` and starts with all of its words."""
+    words, prefix = name_tokens(text), name_tokens(stable)
+    return len(words) > len(prefix) and words[: len(prefix)] == prefix

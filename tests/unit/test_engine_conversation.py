@@ -119,6 +119,20 @@ async def test_a_final_that_misheard_the_name_its_stable_partials_agreed_on_is_s
         assert len(rig.chat.requests) == 1
 
 
+async def test_a_final_aligned_by_a_partial_that_went_on_from_the_stable_name_is_a_turn() -> None:
+    # CI: the stable prefix stopped at "Jarvis"; one decode went on ("Jarvis, tell me"), the next
+    # ones heard "Jervous", so the final (the decode of the whole) did too.
+    names = {"alice": "Alice", "bob": "Bob", "bot": "Jarvis"}
+    async with Rig(replies=[ScriptedReply.text("It is in Paris.")], names=names) as rig:
+        rig.partial("Jarvis", utterance_id="u1", stable=True)
+        rig.partial("Jarvis, tell me", utterance_id="u1", stable=False)
+        rig.partial("Jervous, tell me about the earth.", utterance_id="u1", stable=False)
+        rig.say("Jervous, tell me about the Eiffel Tower.", utterance_id="u1")
+        await rig.until_finished("turn-1")
+        assert [e.text for e in rig.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
+        assert rig.chat.requests[0][-1].content == "Tell me about the Eiffel Tower."
+
+
 async def test_turn_based_ignores_capture_while_the_bot_speaks() -> None:
     settings = DialogueSettings(bot_user_id="bot", mode=DialogueMode.TURN_BASED)
     replies = [ScriptedReply.text(ANSWER), ScriptedReply.text("Yes.")]

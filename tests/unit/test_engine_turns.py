@@ -181,3 +181,31 @@ def test_early_names_are_kept_per_utterance_until_it_ends_and_bounded() -> None:
     early.forget("u4")
     assert early.heard("u4", "Jervous, what", "Jarvis", final=True) == "Jervous, what"
     assert early.heard("u3", "Jervous, what", "Jarvis", final=True) == "Jarvis, what"
+
+
+def test_a_partial_that_goes_on_from_a_stable_name_aligns_the_final() -> None:
+    # What CI heard: the stable prefix stopped at the name, the next two decodes disagreed on it.
+    early = EarlyNames()
+    early.note("u1", "Turn", "Jarvis", stable=False)
+    early.note("u1", "Jarvis", "Jarvis", stable=False)
+    early.note("u1", "Jarvis", "Jarvis")
+    early.note("u1", "Jarvis, tell me", "Jarvis", stable=False)
+    early.note("u1", "Jervous, tell me about the earth.", "Jarvis", stable=False)  # not from "Jarvis"
+    final = "Jervous, tell me about the Eiffel Tower."
+    assert early.heard("u1", final, "Jarvis", final=True) == "Jarvis, tell me about the Eiffel Tower."
+    # The stable prefix alone has nothing after the name to align on.
+    early.note("u2", "Jarvis", "Jarvis")
+    assert early.heard("u2", final, "Jarvis", final=True) == final
+    # A raw partial is no agreement by itself, before or without a stable name.
+    early.note("u3", "Jarvis, tell me", "Jarvis", stable=False)
+    early.note("u3", "Jarvis", "Jarvis")
+    assert early.heard("u3", final, "Jarvis", final=True) == final
+    # The words after the name must still agree with the final's.
+    early.note("u4", "Jarvis", "Jarvis")
+    early.note("u4", "Jarvis, tell me", "Jarvis", stable=False)
+    assert early.heard("u4", "Charlie, where is it?", "Jarvis", final=True) == "Charlie, where is it?"
+    # The stable prefix growing keeps a partial that still goes on from it.
+    early.note("u5", "Jarvis", "Jarvis")
+    early.note("u5", "Jarvis, what is the", "Jarvis", stable=False)
+    early.note("u5", "Jarvis, what", "Jarvis")
+    assert early.heard("u5", "Jervous, what is up?", "Jarvis", final=True) == "Jarvis, what is up?"
