@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from openab_voice.audio.events import EchoGateDecision
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
@@ -219,7 +220,8 @@ async def test_echo_of_the_bot_never_interrupts_it(voices) -> None:
         await wait_for(events, DialogueStateChanged, count=3)
         await speaker.say_echo_only(5.0, EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=4))
         done = await wait_for(events, BotUtteranceFinished, within_s=30)
-    assert events.of(InterruptionDetected) == []
+    # On failure, the gate's evidence for every onset it judged (what let the echo through).
+    assert events.of(InterruptionDetected) == [], events.of(EchoGateDecision)
     assert not done[0].interrupted and done[0].spoken_text == LONG_ANSWER
 
 
