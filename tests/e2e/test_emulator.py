@@ -156,6 +156,34 @@ async def test_only_discord_hosts_resolve_and_bad_requests_get_json_errors(emula
                 assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, close_code), frame
 
 
+@pytest.mark.parametrize(
+    "emulator", [EmulatorConfig(dave=False, heartbeat_interval_ms=300, gateway_rtt_ms=40.0)], indirect=True
+)
+async def test_a_heartbeat_is_acked_a_round_trip_later(
+    emulator: DiscordEmulator, discord_client: ClientFactory
+) -> None:
+    """An instant ACK on loopback can reach discord.py before its keep-alive thread stamps the beat
+    as sent; it then logs "Can't keep up ... websocket is 41.3s behind" (seen in the demo). Whether
+    that thread wakes first is up to the scheduler, so the check is on the emulator's side."""
+    loop = asyncio.get_running_loop()
+    gateway = "wss://gateway.discord.gg/?v=10&encoding=json"
+    async with (
+        aiohttp.ClientSession(connector=emulator.client_connector()) as http,
+        http.ws_connect(gateway) as ws,
+    ):
+        hello = await ws.receive_json()
+        assert hello["op"] == 10 and hello["d"]["heartbeat_interval"] == 300
+        sent = loop.time()
+        await ws.send_str(json.dumps({"op": 1, "d": None}))
+        ack = await ws.receive_json()
+        assert ack["op"] == 11 and loop.time() - sent >= 0.04
+    with pytest.raises(EmulatorError):
+        EmulatorConfig(heartbeat_interval_ms=10)
+    client: discord.Client = discord_client()
+    async with running_client(emulator, client):  # discord.py beats at the interval HELLO gave
+        await until(lambda: client.latency < 10.0, "discord.py's first heartbeat ACK", timeout=2.0)
+
+
 # --- slash commands --------------------------------------------------------------------------------
 
 

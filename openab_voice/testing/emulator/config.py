@@ -35,6 +35,13 @@ class EmulatorConfig:
         advertise_loopback: ``GET /gateway``, ``/gateway/bot`` and READY's ``resume_gateway_url``
             name ``wss://127.0.0.1:<port>`` instead of ``wss://gateway.discord.gg``, for clients
             that cannot resolve Discord's host names to the emulator (discord.js).
+        heartbeat_interval_ms: the main gateway's ``heartbeat_interval`` in HELLO (Discord's own:
+            41,250).
+        gateway_rtt_ms: how long after a heartbeat its ACK goes out, a network round trip. Discord's
+            ACK always comes a round trip later; discord.py stamps a heartbeat as sent only once its
+            keep-alive thread wakes after the send, so an ACK on loopback can be handled first, and
+            it then logs the time since the connection opened as latency ("Can't keep up ...
+            websocket is 41.3s behind", seen in the demo).
     """
 
     dave: bool = True
@@ -49,6 +56,8 @@ class EmulatorConfig:
     commit_wait_s: float = 2.0
     speaking_lead_ms: float = 40.0
     advertise_loopback: bool = False
+    heartbeat_interval_ms: int = 41_250
+    gateway_rtt_ms: float = 40.0
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -62,6 +71,10 @@ class EmulatorConfig:
             raise EmulatorError("token must not be empty", code="EMULATOR_BAD_CONFIG")
         if not 0.0 <= self.speaking_lead_ms <= 1000.0 or not 0.0 < self.commit_wait_s <= 60.0:
             raise EmulatorError("speaking_lead_ms or commit_wait_s out of range", code="EMULATOR_BAD_CONFIG")
+        if not 100 <= self.heartbeat_interval_ms <= 120_000 or not 0.0 <= self.gateway_rtt_ms <= 1000.0:
+            raise EmulatorError(
+                "heartbeat_interval_ms or gateway_rtt_ms out of range", code="EMULATOR_BAD_CONFIG"
+            )
         self.impairments()  # validates the probabilities
 
     def impairments(self) -> Impairments:

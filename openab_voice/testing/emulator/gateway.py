@@ -128,8 +128,12 @@ class GatewayHub:
         token: str,
         on_voice_state: VoiceStateHandler,
         gateway_url: Callable[[], str] = lambda: GATEWAY_URL,
+        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
+        rtt_s: float = 0.0,
     ) -> None:
         self._state = state
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._rtt_s = rtt_s
         self._token = token
         self._gateway_url = gateway_url
         self._on_voice_state = on_voice_state
@@ -197,7 +201,7 @@ class GatewayHub:
         session = GatewaySession(ws)
         self._sessions.add(session)
         writer = asyncio.create_task(session.write_loop(), name="emulator-gateway-writer")
-        session.send(OP_HELLO, {"heartbeat_interval": HEARTBEAT_INTERVAL_MS, "_trace": ["emulator"]})
+        session.send(OP_HELLO, {"heartbeat_interval": self._heartbeat_interval_ms, "_trace": ["emulator"]})
         try:
             async for msg in ws:
                 if msg.type is WSMsgType.TEXT:
@@ -231,7 +235,8 @@ class GatewayHub:
         op, data = frame["op"], frame["d"]
         try:
             if op == OP_HEARTBEAT:
-                session.send(OP_HEARTBEAT_ACK, None)
+                # A round trip later, as from Discord (EmulatorConfig.gateway_rtt_ms says why).
+                asyncio.get_running_loop().call_later(self._rtt_s, session.send, OP_HEARTBEAT_ACK, None)
             elif op == OP_IDENTIFY:
                 return self._identify(session, parse(IdentifyData, data, what="identify"))
             elif op == OP_RESUME:

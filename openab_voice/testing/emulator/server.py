@@ -129,6 +129,8 @@ class DiscordEmulator(VoiceLifeApi):
                 token=config.token,
                 on_voice_state=self._on_voice_state,
                 gateway_url=self._gateway_url,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+                rtt_s=config.gateway_rtt_ms / 1000.0,
             )
         else:
             self._hub = joined._hub
