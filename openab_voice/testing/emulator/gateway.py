@@ -119,6 +119,9 @@ class GatewayHub:
         state: the guild.
         token: the accepted bot token.
         on_voice_state: awaited with every validated op 4 from a client.
+        gateway_url: the URL READY names for resuming.
+        heartbeat_interval_ms: the interval HELLO asks for.
+        rtt_s: how long after a heartbeat its ACK goes out (``EmulatorConfig.gateway_rtt_ms``).
     """
 
     def __init__(
