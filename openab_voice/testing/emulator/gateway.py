@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
+from openab_voice.clock import Clock, SystemClock
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.wire import (
@@ -122,6 +123,7 @@ class GatewayHub:
         gateway_url: the URL READY names for resuming.
         heartbeat_interval_ms: the interval HELLO asks for.
         rtt_s: how long after a heartbeat its ACK goes out (``EmulatorConfig.gateway_rtt_ms``).
+        clock: the emulator's clock, which that round trip runs on.
     """
 
     def __init__(
@@ -133,10 +135,13 @@ class GatewayHub:
         gateway_url: Callable[[], str] = lambda: GATEWAY_URL,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         rtt_s: float = 0.0,
+        clock: Clock | None = None,
     ) -> None:
         self._state = state
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._rtt_s = rtt_s
+        self._clock: Clock = clock or SystemClock()
+        self._acks: set[asyncio.Task[None]] = set()
         self._token = token
         self._gateway_url = gateway_url
         self._on_voice_state = on_voice_state
@@ -196,6 +201,8 @@ class GatewayHub:
         """Close every session (1001 going away)."""
         for session in list(self._sessions):
             session.close(1001, "emulator shutting down")
+        for ack in list(self._acks):
+            ack.cancel()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """aiohttp handler for the gateway websocket."""
@@ -228,6 +235,10 @@ class GatewayHub:
                 await ws.close()
         return ws
 
+    async def _ack_later(self, session: GatewaySession) -> None:
+        await self._clock.sleep(self._rtt_s)
+        session.send(OP_HEARTBEAT_ACK, None)
+
     async def _on_text(self, session: GatewaySession, text: str) -> bool:
         """Handle one client frame; False ends the session (a close was queued)."""
         try:
@@ -239,7 +250,9 @@ class GatewayHub:
         try:
             if op == OP_HEARTBEAT:
                 # A round trip later, as from Discord (EmulatorConfig.gateway_rtt_ms says why).
-                asyncio.get_running_loop().call_later(self._rtt_s, session.send, OP_HEARTBEAT_ACK, None)
+                ack = asyncio.create_task(self._ack_later(session), name="emulator-gateway-ack")
+                self._acks.add(ack)
+                ack.add_done_callback(self._acks.discard)
             elif op == OP_IDENTIFY:
                 return self._identify(session, parse(IdentifyData, data, what="identify"))
             elif op == OP_RESUME:

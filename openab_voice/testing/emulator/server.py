@@ -131,6 +131,7 @@ class DiscordEmulator(VoiceLifeApi):
                 gateway_url=self._gateway_url,
                 heartbeat_interval_ms=config.heartbeat_interval_ms,
                 rtt_s=config.gateway_rtt_ms / 1000.0,
+                clock=self._clock,
             )
         else:
             self._hub = joined._hub
