@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
-from openab_voice.clock import Clock, SystemClock
+from openab_voice.clock import Clock
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.wire import (
@@ -55,7 +55,6 @@ INTENT_GUILD_MEMBERS = 1 << 1
 INTENT_GUILD_VOICE_STATES = 1 << 7
 INTENT_GUILD_MESSAGES = 1 << 9
 INTENT_MESSAGE_CONTENT = 1 << 15
-HEARTBEAT_INTERVAL_MS = 41250
 GATEWAY_URL = "wss://gateway.discord.gg"
 
 VoiceStateHandler = Callable[[UpdateVoiceStateData], Awaitable[None]]
@@ -133,14 +132,14 @@ class GatewayHub:
         token: str,
         on_voice_state: VoiceStateHandler,
         gateway_url: Callable[[], str] = lambda: GATEWAY_URL,
-        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
-        rtt_s: float = 0.0,
-        clock: Clock | None = None,
+        heartbeat_interval_ms: int,
+        rtt_s: float,
+        clock: Clock,
     ) -> None:
         self._state = state
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._rtt_s = rtt_s
-        self._clock: Clock = clock or SystemClock()
+        self._clock = clock
         self._acks: set[asyncio.Task[None]] = set()
         self._token = token
         self._gateway_url = gateway_url
