@@ -266,9 +266,60 @@ class Settings(BaseSettings):
             "workspace_exec is only granted by its own button and only inside the agent sandbox."
         ),
     )
-    acp_sandbox: Literal["auto", "bwrap", "off"] = Field(
+    acp_sandbox: Literal["auto", "bwrap", "pod", "off"] = Field(
         default="auto",
-        description="Agent sandbox: auto (bubblewrap when it works here), bwrap (required) or off.",
+        description=(
+            "Agent containment: auto or bwrap (bubblewrap; where it cannot start, actions are refused "
+            "with the reason), pod (a fresh Kubernetes pod per action), or off (no containment: only "
+            "by this explicit choice, shown on every proposal)."
+        ),
+    )
+    action_pod_image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="OPENAB_ACP_SANDBOX=pod: the image of the action pods (it holds the agent command).",
+    )
+    action_pod_namespace: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="OPENAB_ACP_SANDBOX=pod: where action pods run (default: the dispatcher's own namespace).",
+    )
+    action_pod_agent_secret: str = Field(
+        default="openab-agent",
+        pattern=r"^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$",
+        description="OPENAB_ACP_SANDBOX=pod: the secret whose keys become the agent's environment (its own keys).",
+    )
+    action_pod_service_account: str = Field(
+        default="openab-voice-action",
+        pattern=r"^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$",
+        description="OPENAB_ACP_SANDBOX=pod: the action pods' service account (its token is never mounted).",
+    )
+    action_pod_cpu: str = Field(
+        default="1",
+        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        description="OPENAB_ACP_SANDBOX=pod: an action pod's CPU limit (a quarter of it is requested).",
+    )
+    action_pod_memory: str = Field(
+        default="2Gi",
+        pattern=r"^[0-9]+(Ki|Mi|Gi)$",
+        description="OPENAB_ACP_SANDBOX=pod: an action pod's memory limit (a quarter of it is requested).",
+    )
+    action_pod_workspace_size: str = Field(
+        default="1Gi",
+        pattern=r"^[0-9]+(Mi|Gi|Ti)$",
+        description="OPENAB_ACP_SANDBOX=pod: the size of each action's workspace volume claim.",
+    )
+    action_pod_storage_class: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$",
+        description="OPENAB_ACP_SANDBOX=pod: the workspace claims' storage class (default: the cluster's).",
+    )
+    action_pod_start_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="OPENAB_ACP_SANDBOX=pod: longest wait for an action pod to run; past it the action fails.",
     )
     trusted_listener_ids: tuple[int, ...] = Field(
         default=(),
@@ -388,8 +439,24 @@ class Settings(BaseSettings):
             raise ValueError("acp_agent_command is required when actions_enabled")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ValueError("heartbeat_s must be at most half of lease_s")
+        self._check_pods()
         self._check_shards()
         return self
+
+    def _check_pods(self) -> None:
+        if self.acp_sandbox != "pod":
+            return
+        if self.action_pod_image is None:
+            raise ValueError("action_pod_image is required when acp_sandbox is pod")
+        if self.workspace_repo is not None:
+            raise ValueError(
+                "workspace_repo: a worktree of a local repository cannot be an action pod's workspace"
+            )
+        if self.acp_env:
+            # The dispatcher never holds the agent's keys: the action pod gets them from its own secret.
+            raise ValueError(
+                "acp_env: with acp_sandbox pod the agent's credentials come from action_pod_agent_secret"
+            )
 
     def _check_shards(self) -> None:
         if self.shard_count is None:
@@ -554,6 +621,10 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
             if secret is not None:
                 values[field] = secret
         elif (raw := environ.get(env_name(field))) is not None:
+            if raw == "" and Settings.model_fields[field].default is None:
+                # Unset in all but name: Kubernetes gives a fieldRef to a missing label (the StatefulSet
+                # pod-index before 1.28) as an empty variable, and the fallback must still run.
+                continue
             values[field] = raw
     values.update(overrides)
     try:

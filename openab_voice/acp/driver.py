@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
@@ -35,6 +35,7 @@ from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementatio
 
 from openab_voice import __version__
 from openab_voice.acp.client import ActionClient, ToolCallRecord
+from openab_voice.acp.pod import PodAgent, pod_environment
 from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
 from openab_voice.clock import Clock, bounded, first_done
@@ -143,25 +144,41 @@ class AgentRun:
         if self._cancel_requested.is_set():
             verdict = _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        try:
-            env = agent_environment(request.env_allowlist, request.environ, workspace, request.credentials)
-        except AcpError as exc:
-            verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
-            return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        try:
-            sandbox = request.sandbox
-            process = await AgentProcess.start(
-                request.command if sandbox is None else sandbox.command(request.command, workspace),
-                env=env,
-                cwd=workspace.path,
-                stderr_log=workspace.logs / STDERR_LOG,
-                clock=self._clock,
-                sandboxed=sandbox is not None,
-            )
-        except AcpError as exc:
-            verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
-            return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        self._emit("process_started", pid=process.pid, pgid=process.pgid, sandboxed=process.sandboxed)
+        if request.pods is not None:
+            # Scheduling and pulling can take a while: a cancel meanwhile deletes the pod and ends now.
+            started = await self._race(self._start_agent(), request.pods.settings.start_timeout_s + _CLOSE_S)
+            if started.cancelled or started.timed_out:
+                why = (
+                    "cancelled before the agent was started"
+                    if started.cancelled
+                    else "the action pod did not start"
+                )
+                verdict = _Verdict(
+                    ExecutionOutcome.CANCELLED if started.cancelled else ExecutionOutcome.FAILED,
+                    None if started.cancelled else "ACP_POD_FAILED",
+                    why,
+                )
+                return self._complete(verdict, prompt_sent=False, client=None, stopped="no agent was started")
+            if started.error is not None:
+                code, what = _startup_failure(started.error)
+                verdict = _Verdict(ExecutionOutcome.FAILED, code, what)
+                return self._complete(verdict, prompt_sent=False, client=None, stopped="no agent was started")
+            process: AgentProcess | PodAgent = cast(PodAgent, started.result)
+        else:
+            try:
+                process = await self._start_agent()
+            except AcpError as exc:
+                verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
+                return self._complete(
+                    verdict, prompt_sent=False, client=None, stopped="no process was started"
+                )
+        self._emit(
+            "process_started",
+            pid=process.pid,
+            pgid=process.pgid,
+            sandboxed=process.sandboxed,
+            pod=process.name if isinstance(process, PodAgent) else None,
+        )
         client = ActionClient(
             ceiling=request.effect_ceiling,
             workspace=workspace.path,
@@ -172,7 +189,8 @@ class AgentRun:
         self._client = client
         if self._cancel_requested.is_set():
             client.begin_cancel()
-        conn = connect_to_agent(client, process.stdin, process.stdout)
+        # A pod's attach stream has the StreamWriter methods the SDK uses (write, drain, close).
+        conn = connect_to_agent(client, cast(asyncio.StreamWriter, process.stdin), process.stdout)
         try:
             verdict = await self._converse(conn, client)
         except BaseException:
@@ -184,7 +202,10 @@ class AgentRun:
         quiescent = await process.stop(request.cancel_grace_s, kill_wait_s=self._kill_wait_s)
         await bounded(self._clock, _CLOSE_S, conn.close())
         self._emit("stopped", quiescent=quiescent, returncode=process.returncode)
-        stopped = "process group quiescent" if quiescent else "process group NOT quiescent after SIGKILL"
+        if isinstance(process, PodAgent):
+            stopped = "action pod deleted" if quiescent else "action pod NOT gone after its deletion"
+        else:
+            stopped = "process group quiescent" if quiescent else "process group NOT quiescent after SIGKILL"
         return self._complete(
             verdict,
             prompt_sent=self._prompt_sent,
@@ -192,6 +213,31 @@ class AgentRun:
             stopped=stopped,
             quiescent=quiescent,
             process=process,
+        )
+
+    async def _start_agent(self) -> AgentProcess | PodAgent:
+        """A fresh agent: a local process (in the sandbox when there is one) or an action pod.
+
+        Raises:
+            AcpError: nothing was started (credentials, a missing program, a pod that did not run).
+        """
+        request = self._request
+        workspace = request.workspace
+        stderr_log = workspace.logs / STDERR_LOG
+        if request.pods is not None:
+            env = pod_environment(request.env_allowlist, request.environ)
+            return await request.pods.start(request.action_id, request.command, env, stderr_log=stderr_log)
+        env = agent_environment(request.env_allowlist, request.environ, workspace, request.credentials)
+        sandbox = request.sandbox
+        return await AgentProcess.start(
+            request.command
+            if sandbox is None
+            else sandbox.command(request.command, workspace, path_env=env.get("PATH")),
+            env=env,
+            cwd=workspace.path,
+            stderr_log=stderr_log,
+            clock=self._clock,
+            sandboxed=sandbox is not None,
         )
 
     async def _converse(self, conn: ClientSideConnection, client: ActionClient) -> _Verdict:
@@ -374,7 +420,7 @@ class AgentRun:
         client: ActionClient | None,
         stopped: str,
         quiescent: bool = True,
-        process: AgentProcess | None = None,
+        process: AgentProcess | PodAgent | None = None,
     ) -> TurnCompletion:
         unknown = verdict.execution is ExecutionOutcome.OUTCOME_UNKNOWN
         detail = f"{verdict.detail}; {stopped}"

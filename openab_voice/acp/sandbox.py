@@ -9,7 +9,8 @@ in the namespace, so a process that called ``setsid`` to leave our process group
 The network is not unshared: the agent needs its model's API.
 
 This is what makes running commands safe enough to grant: the ``workspace_exec`` ceiling exists only
-while a sandbox does, and without bubblewrap it is refused with the reason from :func:`probe`.
+while a sandbox does. Where bubblewrap cannot start, no agent runs at all (``Containment.unavailable``
+with the reason from :func:`probe`), unless the operator turned containment off explicitly.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from openab_voice.acp.containment import Containment
 from openab_voice.acp.types import Workspace
 from openab_voice.config import SECRET_ENV
 from openab_voice.errors import AcpError
@@ -50,8 +52,18 @@ class Sandbox:
     hidden_files: tuple[Path, ...] = ()
     runtime_dirs: tuple[Path, ...] = ()
 
-    def command(self, command: Sequence[str], workspace: Workspace) -> list[str]:
-        """``command`` wrapped so that it runs inside the sandbox, in ``workspace``'s working tree."""
+    def command(
+        self, command: Sequence[str], workspace: Workspace, *, path_env: str | None = None
+    ) -> list[str]:
+        """``command`` wrapped so that it runs inside the sandbox, in ``workspace``'s working tree.
+
+        Args:
+            path_env: The agent's ``PATH``, where a bare program name is looked up.
+
+        Raises:
+            AcpError: ``ACP_SPAWN_FAILED`` naming the path when the program cannot be found, or when
+                what it needs lies in a directory the sandbox hides.
+        """
         argv = [
             self.bwrap,
             "--die-with-parent",  # our bwrap process dies -> the namespace's first process dies
@@ -69,7 +81,16 @@ class Sandbox:
             "--tmpfs",
             "/tmp",
         ]
-        for directory in (*self.runtime_dirs, *_command_dirs(command)):
+        needed = command_paths(command, path_env)
+        for path in needed:
+            hidden = next((d for d in self.hidden_dirs if _under(path, d)), None)
+            if hidden is not None:
+                raise AcpError(
+                    f"the agent needs {path}, which is inside {hidden}, hidden from every agent "
+                    "(install the agent outside the data directory)",
+                    code="ACP_SPAWN_FAILED",
+                )
+        for directory in (*self.runtime_dirs, *needed):
             if _under(directory, _TMP) and directory.is_dir():
                 argv += ["--ro-bind", str(directory), str(directory)]  # before the hiding mounts below
         for directory in self.hidden_dirs:
@@ -96,9 +117,47 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _command_dirs(command: Sequence[str]) -> list[Path]:
-    """Directories of the command's absolute-path arguments (an agent script and its packages)."""
-    return [Path(arg).parent for arg in command if os.path.isabs(arg) and os.path.exists(arg)]
+def command_paths(command: Sequence[str], path_env: str | None) -> list[Path]:
+    """The directories an agent command needs to see inside the sandbox.
+
+    For the program (looked up on ``path_env`` when it is a bare name) and every absolute-path
+    argument: its folder, the folder its symlinks finally point to, and, for a file inside an npm
+    tree, the outermost ``node_modules`` folder around it. An npm ``.bin`` entry is a link into its
+    package (``.bin/claude-code-acp -> ../@zed-industries/claude-code-acp/dist/index.js``), and a
+    package script imports its siblings (the TypeScript SDK's example agent loads ``../acp.js``):
+    binding only the link's folder leaves the agent a dangling link (``bwrap: execvp ...: No such
+    file or directory``) or a missing module.
+
+    Raises:
+        AcpError: ``ACP_SPAWN_FAILED`` naming the program when it is not found.
+    """
+    program = command[0]
+    if not os.path.isabs(program):
+        found = shutil.which(program, path=path_env)
+        if found is None:
+            raise AcpError(
+                f"the agent command {program!r} is not on the agent's PATH ({path_env or 'unset'})",
+                code="ACP_SPAWN_FAILED",
+            )
+        program = found
+    elif not os.path.exists(program):
+        raise AcpError(f"the agent command {program} does not exist", code="ACP_SPAWN_FAILED")
+    dirs: dict[Path, None] = {}
+    for arg in (program, *command[1:]):
+        if not (os.path.isabs(arg) and os.path.exists(arg)):
+            continue
+        link, real = Path(os.path.abspath(arg)), Path(os.path.realpath(arg))
+        for path in (link, real):
+            dirs.setdefault(path if path.is_dir() else path.parent)
+            tree = _outermost_node_modules(path)
+            if tree is not None:
+                dirs.setdefault(tree)
+    return list(dirs)
+
+
+def _outermost_node_modules(path: Path) -> Path | None:
+    trees = [parent for parent in path.parents if parent.name == "node_modules"]
+    return trees[-1] if trees else None
 
 
 def runtime_dirs() -> tuple[Path, ...]:
@@ -150,13 +209,14 @@ def _repo_git_dir(workspace: Workspace) -> Path | None:
     return git_dir if git_dir.is_dir() else None
 
 
-def build_sandbox(
+def build_containment(
     mode: str, *, data_dir: Path, environ: Mapping[str, str], hidden_files: Iterable[Path] = ()
-) -> tuple[Sandbox | None, str | None]:
-    """The sandbox ``OPENAB_ACP_SANDBOX`` asks for, and why there is none when there is none.
+) -> Containment:
+    """The local containment ``OPENAB_ACP_SANDBOX`` asks for (``pod`` is built by the caller).
 
     Args:
-        mode: ``auto`` (bubblewrap when it works here), ``bwrap`` (required) or ``off``.
+        mode: ``auto`` (bubblewrap; actions refused where it cannot start), ``bwrap`` (required:
+            start-up fails without it) or ``off``.
         data_dir: Hidden from the agent (the store, workspaces, logs).
         environ: Where our ``*_FILE`` secrets are named (their files are hidden).
         hidden_files: More files to hide (an SQLite store outside the data dir, credential files).
@@ -165,13 +225,13 @@ def build_sandbox(
         AcpError: ``ACP_SANDBOX_UNAVAILABLE`` when ``mode`` is ``bwrap`` and it cannot start here.
     """
     if mode == "off":
-        return None, "the agent sandbox is off (OPENAB_ACP_SANDBOX=off)"
+        return Containment.off()
     bwrap = find_bwrap()
     why = probe(bwrap)
     if why is not None:
         if mode == "bwrap":
             raise AcpError(why, code="ACP_SANDBOX_UNAVAILABLE")
-        return None, why
+        return Containment.unavailable(why)
     assert bwrap is not None
     hidden = secrets_files(environ, _OUR_SECRET_NAMES) + tuple(Path(os.path.abspath(p)) for p in hidden_files)
     sandbox = Sandbox(
@@ -180,4 +240,4 @@ def build_sandbox(
         hidden_files=hidden,
         runtime_dirs=runtime_dirs(),
     )
-    return sandbox, None
+    return Containment.bwrap(sandbox)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from openab_voice.jobs import EffectCeiling
 
 if TYPE_CHECKING:
+    from openab_voice.acp.pod import PodLauncher
     from openab_voice.acp.sandbox import Sandbox
 
 
@@ -85,6 +86,7 @@ class TurnRequest:
             (see :func:`~openab_voice.acp.spawn.agent_environment`).
         auth_method: ACP ``authenticate`` method id sent before ``session/new``, if the agent offers it.
         sandbox: Run the agent in this bubblewrap sandbox (None: process group containment only).
+        pods: Run the agent in a fresh Kubernetes pod made by this launcher instead of a local process.
         turn_timeout_s: Longest prompt turn; past it the agent is stopped and the outcome is unknown.
         cancel_grace_s: How long a cancelled agent gets to confirm with ``cancelled`` before it is killed.
         startup_timeout_s: Bound on ``initialize`` + ``session/new`` (nothing asked of the agent yet).
@@ -100,6 +102,7 @@ class TurnRequest:
     credentials: tuple[tuple[str, str], ...] = ()
     auth_method: str | None = None
     sandbox: Sandbox | None = None
+    pods: PodLauncher | None = None
     turn_timeout_s: float
     cancel_grace_s: float
     startup_timeout_s: float = 30.0
@@ -107,6 +110,8 @@ class TurnRequest:
     def __post_init__(self) -> None:
         if not self.command or not self.command[0]:
             raise ValueError("command must name a program")
+        if self.sandbox is not None and self.pods is not None:
+            raise ValueError("an agent runs in a sandbox or in a pod, not both")
         for name in ("turn_timeout_s", "cancel_grace_s", "startup_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")

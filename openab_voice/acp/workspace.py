@@ -3,8 +3,8 @@
 Layout under the manager's root, one folder per action (never reused)::
 
     <root>/<action id>/work/      the working tree: the agent's cwd (a worktree when a repo is set)
-    <root>/<action id>/private/   ours: home/ and tmp/ (the agent's throwaway HOME and TMPDIR),
-                                  logs/agent-stderr.log, and the QUARANTINED marker
+    <root>/<action id>/private/   ours: home/ and tmp/ (the agent's throwaway HOME and TMPDIR, deleted
+                                  once the agent stopped), logs/agent-stderr.log, and the QUARANTINED marker
 
 The private folder sits beside the working tree, not in it, so ``workspace_write`` (writes inside the
 working tree) cannot touch the marker or the logs. A quarantined workspace is left exactly as the
@@ -23,7 +23,7 @@ import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openab_voice.acp.types import Workspace
 from openab_voice.clock import Clock
@@ -32,6 +32,21 @@ from openab_voice.errors import AcpError
 QUARANTINE_MARKER = "QUARANTINED"
 # Action ids become folder names: refuse anything that could climb out of the root.
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class Workspaces(Protocol):
+    """Where actions' workspaces come from: local folders (:class:`WorkspaceManager`) or, with action
+    pods, volume claims (:class:`~openab_voice.acp.pod_workspace.PodWorkspaces`)."""
+
+    def workspace_id(self, action_id: str) -> str: ...
+    def locate(self, action_id: str) -> Workspace: ...
+    async def prepare(self, action_id: str) -> Workspace: ...
+    def quarantine(self, workspace: Workspace, reason: str) -> None: ...
+    def quarantine_reason(self, workspace: Workspace) -> str | None: ...
+    def release(self, workspace: Workspace) -> None: ...
+    async def cleanup(self, workspace: Workspace) -> None: ...
+    async def discard_scratch(self, workspace: Workspace) -> None:
+        """Delete the agent's throwaway ``HOME`` and ``TMPDIR`` (keys it wrote there) once it stopped."""
 
 
 class WorkspaceManager:
@@ -96,7 +111,7 @@ class WorkspaceManager:
             else:
                 await self._run_git("worktree", "add", "--detach", str(ws.path), "HEAD")
         except BaseException:
-            await asyncio.to_thread(_remove_tree, base)
+            await asyncio.to_thread(remove_tree, base)
             raise
         return ws
 
@@ -123,6 +138,16 @@ class WorkspaceManager:
         """Lift the quarantine after an operator reconciled the workspace."""
         (workspace.private / QUARANTINE_MARKER).unlink(missing_ok=True)
 
+    async def discard_scratch(self, workspace: Workspace) -> None:
+        """Empty the agent's throwaway ``HOME`` and ``TMPDIR`` once its process group is quiescent.
+
+        Agents keep their keys and shell history there (Codex ``$HOME/.codex/auth.json`` and a shell
+        snapshot): nothing of that outlives the action, quarantined or not. The working tree, the
+        logs and a quarantine marker stay.
+        """
+        for folder in (workspace.home, workspace.tmp):
+            await asyncio.to_thread(remove_tree, folder)
+
     async def cleanup(self, workspace: Workspace) -> None:
         """Remove ``workspace`` (and its worktree registration). Call only once the agent is quiescent.
 
@@ -142,7 +167,7 @@ class WorkspaceManager:
                 await self._run_git("worktree", "remove", "--force", "--force", str(workspace.path))
             else:
                 await self._run_git("worktree", "prune")
-        await asyncio.to_thread(_remove_tree, workspace.private.parent)
+        await asyncio.to_thread(remove_tree, workspace.private.parent)
 
     async def _run_git(self, *args: str) -> None:
         assert self._repo is not None
@@ -174,7 +199,7 @@ def _checked(action_id: str) -> str:
     return action_id
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """``rm -rf`` that also removes read-only folders (Go's module cache, for one)."""
 
     def make_writable_and_retry(_func: Callable[..., Any], failed: str, _exc: Any) -> None:

@@ -185,6 +185,7 @@ class ActionBroker:
             source=request.source,
             offers_exec=wants_exec and exec_refusal is None,
             exec_note=exec_refusal if wants_exec else None,
+            containment_note=self._settings.containment_notice,
         )
         try:
             message_id = await self._channel.post_proposal(view)
@@ -220,6 +221,8 @@ class ActionBroker:
             code, why = "ACTION_STALE_SESSION", "the voice session that heard it has ended"
         elif not request.goal.strip():
             code, why = "ACTION_EMPTY_GOAL", "the goal is empty"
+        elif self._settings.refusal is not None:
+            code, why = "ACTION_CONTAINMENT_UNAVAILABLE", self._settings.refusal
         if code is None:
             return None
         self._bus.publish(

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openab_voice.acp.containment import Containment
 from openab_voice.acp.driver import AgentRun
-from openab_voice.acp.sandbox import Sandbox
+from openab_voice.acp.pod import PodLauncher
 from openab_voice.acp.types import (
     ExecutionOutcome,
     PermissionDecision,
@@ -31,7 +32,7 @@ from openab_voice.acp.types import (
     TurnRequest,
     Workspace,
 )
-from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.acp.workspace import Workspaces
 from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.events import (
     AgentProcessStarted,
@@ -75,7 +76,10 @@ class AgentSettings:
     trusted_listener_ids: frozenset[int] = frozenset()
     credentials: tuple[tuple[str, str], ...] = ()  # OPENAB_ACP_ENV, parsed
     auth_method: str | None = None
-    sandbox: Sandbox | None = None  # every agent runs in it when set
+    # What contains every agent (bubblewrap, a pod, or explicitly nothing); an unavailable one
+    # refuses every action here too, whatever the broker let through.
+    containment: Containment
+    pods: PodLauncher | None = None  # makes the action pods when containment is ``pod``
 
 
 @dataclass(slots=True)
@@ -99,7 +103,7 @@ class ActionExecutor:
         self,
         *,
         store: JobStore,
-        workspaces: WorkspaceManager,
+        workspaces: Workspaces,
         channel: ControlChannel | None = None,
         voice: VoiceSide | None = None,
         agent: AgentSettings,
@@ -245,9 +249,13 @@ class ActionExecutor:
 
     async def _steps(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
         ceiling = EffectCeiling(record.effect_ceiling or record.effect_hint)
-        if ceiling is EffectCeiling.WORKSPACE_EXEC and self._agent.sandbox is None:
+        refusal = self._agent.containment.refusal
+        if refusal is not None:
+            await self._finish_unstarted(record, "ACP_CONTAINMENT_UNAVAILABLE", refusal)
+            return
+        if ceiling is EffectCeiling.WORKSPACE_EXEC and not self._agent.containment.contained:
             # Never silently widened or narrowed: the operator granted commands inside a sandbox.
-            why = "workspace_exec needs the agent sandbox (bubblewrap), which is not active here"
+            why = "workspace_exec needs the agent sandbox (bubblewrap or an action pod), which is not active here"
             await self._finish_unstarted(record, "ACP_SANDBOX_UNAVAILABLE", why)
             return
         try:
@@ -299,7 +307,8 @@ class ActionExecutor:
             environ=self._agent.environ,
             credentials=self._agent.credentials,
             auth_method=self._agent.auth_method,
-            sandbox=self._agent.sandbox,
+            sandbox=self._agent.containment.sandbox,
+            pods=self._agent.pods,
             turn_timeout_s=self._agent.turn_timeout_s,
             cancel_grace_s=self._agent.cancel_grace_s,
         )
@@ -359,6 +368,12 @@ class ActionExecutor:
             launch.turn_ended = True
 
     async def _settle(self, record: ActionRecord, workspace: Workspace, completion: TurnCompletion) -> None:
+        # The agent has stopped: its throwaway HOME (and any key it wrote there) goes first, whatever
+        # the outcome; a quarantine keeps only the working tree and our logs.
+        try:
+            await self._workspaces.discard_scratch(workspace)
+        except OSError:
+            log.exception("could not empty the agent's HOME of %s", record.id)
         event = _EVENT_FOR[completion.execution]
         try:
             final = await self._jobs.apply(

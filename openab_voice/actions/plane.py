@@ -6,7 +6,7 @@ the Discord client) and the voice side (the joined sessions); it is never half-b
 
 from __future__ import annotations
 
-from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.acp.workspace import Workspaces
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.delivery import ResultDelivery
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
@@ -40,7 +40,7 @@ class ActionPlane:
         self,
         *,
         store: JobStore,
-        workspaces: WorkspaceManager,
+        workspaces: Workspaces,
         broker: BrokerSettings,
         agent: AgentSettings,
         channel: ControlChannel,

@@ -71,6 +71,7 @@ class ProposalView:
     source: str
     offers_exec: bool = False
     exec_note: str | None = None
+    containment_note: str | None = None  # shown on every proposal when containment is off
 
 
 class ControlChannel(Protocol):

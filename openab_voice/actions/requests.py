@@ -22,6 +22,10 @@ class BrokerSettings:
     sweep_interval_s: float = 5.0
     # Why the workspace_exec ceiling cannot be granted here (None: the agent sandbox is active).
     exec_unavailable: str | None = "no agent sandbox is configured"
+    # Why every proposal is refused: no containment for agents here (None: they can run).
+    refusal: str | None = None
+    # What every proposal must say about containment (containment turned off explicitly).
+    containment_notice: str | None = None
     # A bot pod's shards: it expires, reconciles and delivers only its own guilds' actions (None: all).
     shards: ShardRange | None = None
 

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openab_voice.acp.sandbox import build_sandbox
+from openab_voice.acp.containment import Containment
+from openab_voice.acp.pod import PodLauncher, PodSettings
+from openab_voice.acp.sandbox import build_containment
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.execution import AgentSettings, workspace_root
 from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings, default_node
@@ -67,12 +69,19 @@ def build_action_parts(
             code="CONFIG_EXECUTOR_NEEDS_POSTGRES",
         )
     upgrade(url)
-    agent, no_sandbox = agent_settings(settings, url=url, environ=environ)
+    if settings.executor == "remote":
+        # This bot starts no agent: the executors do, each refusing to start without containment.
+        agent = agent_settings(settings, url=url, environ=environ, containment=Containment.remote())
+    else:
+        agent = agent_settings(settings, url=url, environ=environ)
+    containment = agent.containment
     broker = BrokerSettings(
         operator_user_id=settings.operator_user_id,
         expiry_s=settings.action_expiry_s,
         max_effect=EffectCeiling(settings.action_max_effect),
-        exec_unavailable=no_sandbox,
+        exec_unavailable=containment.exec_unavailable,
+        refusal=containment.refusal,
+        containment_notice=containment.notice,
         shards=shard_range(settings),
     )
     return ActionParts(
@@ -88,28 +97,51 @@ def build_action_parts(
 
 
 def agent_settings(
-    settings: Settings, *, url: str, environ: Mapping[str, str] | None = None
-) -> tuple[AgentSettings, str | None]:
-    """How agents are started here, and why there is no sandbox (None: every agent runs in one).
+    settings: Settings,
+    *,
+    url: str,
+    environ: Mapping[str, str] | None = None,
+    pods: PodLauncher | None = None,
+    containment: Containment | None = None,
+) -> AgentSettings:
+    """How agents are started here, and what contains them (:attr:`AgentSettings.containment`).
+
+    Args:
+        pods: The action pods' launcher (``OPENAB_ACP_SANDBOX=pod``: the dispatcher makes it).
+        containment: Given, not probed (a remote-executor bot: its executors contain the agents).
 
     Raises:
-        ConfigError: the configured agent sandbox cannot be used.
+        ConfigError: the configured containment cannot be used (``bwrap`` that cannot start, ``pod``
+            without a launcher).
     """
     agent_environ = dict(os.environ if environ is None else environ)
     credentials = tuple(parse_agent_env_entry(entry) for entry in settings.acp_env)
-    try:
-        sandbox, no_sandbox = build_sandbox(
-            settings.acp_sandbox,
-            data_dir=settings.data_dir,
-            environ=agent_environ,
-            hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
-            + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
-        )
-    except AcpError as exc:
-        raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
-    if no_sandbox is not None:
-        log.warning("agents run without a sandbox (no workspace_exec): %s", no_sandbox)
-    agent = AgentSettings(
+    if containment is not None:
+        pass
+    elif settings.acp_sandbox == "pod":
+        if pods is None:
+            raise ConfigError(
+                "OPENAB_ACP_SANDBOX=pod: action pods are made by `openab-voice executor`; run the bot with "
+                "OPENAB_EXECUTOR=remote",
+                setting="OPENAB_ACP_SANDBOX",
+            )
+        containment = Containment.pod(pods.settings)
+    else:
+        try:
+            containment = build_containment(
+                settings.acp_sandbox,
+                data_dir=settings.data_dir,
+                environ=agent_environ,
+                hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
+                + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
+            )
+        except AcpError as exc:
+            raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
+    if containment.refusal is not None:
+        log.error("actions are refused: %s", containment.refusal)
+    elif containment.notice is not None:
+        log.warning("%s", containment.notice)
+    return AgentSettings(
         command=tuple(shlex.split(settings.acp_agent_command)),
         env_allowlist=settings.acp_env_allowlist,
         environ=agent_environ,
@@ -118,9 +150,30 @@ def agent_settings(
         trusted_listener_ids=frozenset(settings.trusted_listener_ids),
         credentials=credentials,
         auth_method=settings.acp_auth_method,
-        sandbox=sandbox,
+        containment=containment,
+        pods=pods,
     )
-    return agent, no_sandbox
+
+
+def pod_settings(settings: Settings, *, namespace: str | None) -> PodSettings:
+    """The action pods' settings (``OPENAB_ACTION_POD_*``); ``namespace`` is the default namespace."""
+    assert settings.action_pod_image is not None  # Settings validates it in pod mode
+    return PodSettings(
+        namespace=settings.action_pod_namespace or namespace or "default",
+        image=settings.action_pod_image,
+        agent_secret=settings.action_pod_agent_secret,
+        service_account=settings.action_pod_service_account,
+        cpu=settings.action_pod_cpu,
+        memory=settings.action_pod_memory,
+        workspace_size=settings.action_pod_workspace_size,
+        storage_class=settings.action_pod_storage_class,
+        start_timeout_s=settings.action_pod_start_timeout_s,
+        # The cluster's own bound: the whole turn, the start and the cancel grace, with a margin.
+        deadline_s=int(
+            settings.acp_turn_timeout_s + settings.action_pod_start_timeout_s + settings.acp_cancel_grace_s
+        )
+        + 60,
+    )
 
 
 def lease_settings(settings: Settings, *, role: str) -> LeaseSettings:

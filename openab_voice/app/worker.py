@@ -12,16 +12,19 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.acp.kube import KubernetesPodApi
+from openab_voice.acp.pod import PodLauncher
+from openab_voice.acp.pod_workspace import PodWorkspaces
+from openab_voice.acp.workspace import WorkspaceManager, Workspaces
 from openab_voice.actions.execution import ActionExecutor, workspace_root
 from openab_voice.actions.leases import EXECUTOR_ROLE, LeaseKeeper, default_node
 from openab_voice.actions.worker import ExecutorWorker, StoredResults, WorkerSettings
 from openab_voice.actions.writer import JobWriter
-from openab_voice.app.actions import agent_settings, lease_settings
+from openab_voice.app.actions import agent_settings, lease_settings, pod_settings
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
-from openab_voice.errors import ConfigError
+from openab_voice.errors import AcpError, ConfigError
 from openab_voice.store.database import ensure_schema, open_engine, resolve_url
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, WorkerState
@@ -56,7 +59,8 @@ async def run_worker(
     """Run a worker until SIGTERM (or SIGINT) has drained it; returns the drained worker.
 
     Raises:
-        ConfigError: no PostgreSQL URL, no agent command, or an unusable sandbox.
+        ConfigError: no PostgreSQL URL, no agent command, or no containment (a worker that cannot
+            contain an agent refuses to start: ``ACP_CONTAINMENT_UNAVAILABLE``).
         StoreError: the store is unreachable or its schema is not at head.
     """
     url = worker_url(settings)
@@ -66,12 +70,54 @@ async def run_worker(
             setting="OPENAB_ACP_AGENT_COMMAND",
             code="CONFIG_MISSING",
         )
-    agent, _ = agent_settings(settings, url=url, environ=environ)
+    pods = (
+        await _pod_launcher(settings, clock=clock, environ=environ) if settings.acp_sandbox == "pod" else None
+    )
+    try:
+        return await _run_worker(settings, url, pods, clock=clock, bus=bus, environ=environ)
+    finally:
+        if pods is not None:
+            await pods.api.aclose()
+
+
+async def _pod_launcher(
+    settings: Settings, *, clock: Clock, environ: Mapping[str, str] | None
+) -> PodLauncher:
+    """The action pods' launcher, on the pod's own service account (or a kubeconfig outside one)."""
+    try:
+        api = await KubernetesPodApi.connect(settings.action_pod_namespace, clock=clock, environ=environ)
+    except AcpError as exc:
+        raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
+    return PodLauncher(api, pod_settings(settings, namespace=api.namespace), clock=clock)
+
+
+async def _run_worker(
+    settings: Settings,
+    url: str,
+    pods: PodLauncher | None,
+    *,
+    clock: Clock,
+    bus: EventBus,
+    environ: Mapping[str, str] | None,
+) -> ExecutorWorker:
+    agent = agent_settings(settings, url=url, environ=environ, pods=pods)
+    if agent.containment.refusal is not None:
+        # Fail closed: a worker that cannot contain an agent claims nothing (another one may).
+        raise ConfigError(
+            f"openab-voice executor refuses to start: {agent.containment.refusal}",
+            setting="OPENAB_ACP_SANDBOX",
+            code="ACP_CONTAINMENT_UNAVAILABLE",
+        )
     engine = open_engine(url)
     ensure_schema(engine)
     store = JobStore(engine, clock)
     try:
-        workspaces = WorkspaceManager(workspace_root(settings.data_dir), settings.workspace_repo, clock=clock)
+        root = workspace_root(settings.data_dir)
+        workspaces: Workspaces = (
+            PodWorkspaces(pods.api, pods.settings, root, clock=clock)
+            if pods is not None
+            else WorkspaceManager(root, settings.workspace_repo, clock=clock)
+        )
 
         def quarantine_on_disk(record: ActionRecord) -> None:
             # Only where the lost job's workspace is on this machine (it ran in this pod before).

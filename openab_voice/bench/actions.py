@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openab_voice.acp.sandbox import build_sandbox
+from openab_voice.acp.sandbox import build_containment
 from openab_voice.acp.types import Workspace
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.plane import ActionPlane
@@ -219,9 +219,10 @@ def _request(h: BotOnEmulator, goal: str, call_id: str) -> ActionRequest:
 
 def sandbox_overhead(scratch: Path, trials: int) -> dict[str, Any]:
     """``/bin/true`` started inside the agent sandbox vs plainly, paired; overhead P50/P95 in ms."""
-    sandbox, why = build_sandbox("auto", data_dir=scratch / "data", environ={})
+    containment = build_containment("auto", data_dir=scratch / "data", environ={})
+    sandbox = containment.sandbox
     if sandbox is None:
-        return {"error": {"code": "BENCH_NO_SANDBOX", "message": why}}
+        return {"error": {"code": "BENCH_NO_SANDBOX", "message": containment.reason}}
     workspace = Workspace(
         id="bench", action_id="bench", path=scratch / "data" / "work", private=scratch / "data" / "p"
     )

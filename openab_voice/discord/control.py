@@ -30,6 +30,7 @@ def proposal_text(proposal: ProposalView) -> str:
         f"Goal: {proposal.goal}\n"
         f"Effect ceiling: `{proposal.effect_ceiling}` · expires {expires}\n"
         + _exec_line(proposal)
+        + (f"⚠ Containment: {proposal.containment_note}.\n" if proposal.containment_note else "")
         + "Nothing runs until the operator presses Confirm. A spoken yes approves nothing."
     )
 

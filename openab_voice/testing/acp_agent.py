@@ -32,6 +32,13 @@ Modes (``normal`` by default):
 - ``run-tests``: a coding task: asks to edit ``calc.py`` in its cwd (fixes ``a - b`` to ``a + b``),
   then asks to ``execute`` ``python -m unittest`` there; runs it if allowed and reports
   ``TESTS exit=<status>`` and the output.
+- ``escape``: a hostile agent, without asking anything: tries every ``--probe-read PATH`` (a file's
+  first bytes, or a folder's listing), ``--probe-connect HOST:PORT`` (a TCP connection) and
+  ``--probe-write PATH`` (creating a file), lists the environment names that look like someone
+  else's secrets, starts a ``setsid`` sleeper like ``setsid-child`` (its pid also in ``CHILD.pid``),
+  and reports ``ESCAPE {json}``: ``{"read": {path: "ok ..." | "denied: ..."}, "connect": ...,
+  "write": ..., "secret_env": [names], "child": pid}``; then ``end_turn``. A containment test
+  asserts that every probe says ``denied`` and that the sleeper died with the run.
 """
 
 from __future__ import annotations
@@ -41,9 +48,13 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import socket
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -102,6 +113,7 @@ MODES = (
     "spawn-child",
     "setsid-child",
     "run-tests",
+    "escape",
 )
 SETSID_MARKER = "openab-setsid-child"
 SESSION_ID = "scripted-session-1"
@@ -130,8 +142,9 @@ class ScriptedAgent:
     "method not found".
     """
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, probes: EscapeProbes | None = None) -> None:
         self.mode = mode
+        self._probes = probes or EscapeProbes()
         self._client: Client | None = None
         self._cwd = Path.cwd()
         self._cancelled = asyncio.Event()
@@ -216,6 +229,19 @@ class ScriptedAgent:
                 )
             case "run-tests":
                 await self._fix_and_test(session_id)
+            case "escape":
+                report = await asyncio.to_thread(self._probes.run)
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-c",
+                    "import time; time.sleep(600)",
+                    SETSID_MARKER,
+                    str(self._cwd),
+                    start_new_session=True,
+                )
+                (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
+                report["child"] = child.pid
+                await self._say(session_id, "ESCAPE " + json.dumps(report, sort_keys=True))
             case "env" | "login":
                 await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
             case "external" | "mixed":
@@ -315,6 +341,58 @@ class ScriptedAgent:
         return self._client
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscapeProbes:
+    """What the ``escape`` mode tries (see the module docstring)."""
+
+    read: tuple[str, ...] = ()
+    connect: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+    def run(self) -> dict[str, Any]:
+        """Try every probe; never raises (each failure is the probe's answer)."""
+        report: dict[str, Any] = {
+            "read": {path: _try(_read_probe, path) for path in self.read},
+            "connect": {target: _try(_connect_probe, target) for target in self.connect},
+            "write": {path: _try(_write_probe, path) for path in self.write},
+        }
+        report["secret_env"] = sorted(name for name in _exec_environment() if _SECRETISH.search(name))
+        return report
+
+
+# Names of someone else's secrets an escaping agent would look for in its environment.
+_SECRETISH = re.compile(r"DATABASE|DISCORD|OPENAB_|POSTGRES|KUBERNETES_SERVICE|TOKEN")
+
+
+def _try(probe: Callable[[str], str], arg: str) -> str:
+    try:
+        return "ok " + probe(arg)
+    except Exception as exc:  # the refusal is the answer
+        return f"denied: {type(exc).__name__}: {exc}"[:300]
+
+
+def _read_probe(path: str) -> str:
+    target = Path(path)
+    if target.is_dir():
+        return f"listed {len(list(target.iterdir()))} entries"
+    data = target.read_bytes()[:4096]
+    if not data:
+        raise PermissionError("empty (hidden behind /dev/null or an empty file)")
+    return f"read {len(data)} bytes"
+
+
+def _connect_probe(target: str) -> str:
+    host, _, port = target.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=3.0):
+        return "connected"
+
+
+def _write_probe(path: str) -> str:
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write("escaped\n")
+    return "wrote"
+
+
 def _exec_environment() -> dict[str, str]:
     """The environment this process was started with (Python itself may add LC_CTYPE later)."""
     try:
@@ -348,9 +426,15 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: ``python -m openab_voice.testing.acp_agent [--mode MODE]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--mode", choices=MODES, default="normal")
+    parser.add_argument("--probe-read", action="append", default=[], metavar="PATH")
+    parser.add_argument("--probe-connect", action="append", default=[], metavar="HOST:PORT")
+    parser.add_argument("--probe-write", action="append", default=[], metavar="PATH")
     args = parser.parse_args(argv)
+    probes = EscapeProbes(
+        read=tuple(args.probe_read), connect=tuple(args.probe_connect), write=tuple(args.probe_write)
+    )
     # cast: the Agent protocol lists every method; the SDK routes the missing ones to an error.
-    asyncio.run(run_agent(cast(Agent, ScriptedAgent(args.mode))))
+    asyncio.run(run_agent(cast(Agent, ScriptedAgent(args.mode, probes))))
     if _HANG_FOREVER.is_set():
         threading.Event().wait()  # ignore stdin closing too
 

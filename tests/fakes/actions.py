@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openab_voice.acp.containment import Containment
 from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
@@ -341,7 +342,10 @@ async def plane_rig(
             trusted_listener_ids=trusted,
             credentials=credentials,
             auth_method=auth_method,
-            sandbox=sandbox,
+            # A test without a sandbox runs the scripted agent uncontained, as OPENAB_ACP_SANDBOX=off would.
+            containment=Containment.off("no agent sandbox in this test")
+            if sandbox is None
+            else Containment.bwrap(sandbox),
         ),
         channel=channel,
         voice=voice,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from openab_voice.acp.sandbox import Sandbox, build_sandbox, find_bwrap
+from openab_voice.acp.containment import ContainmentMode
+from openab_voice.acp.sandbox import Sandbox, build_containment, find_bwrap
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent
@@ -41,9 +42,9 @@ def bwrap() -> str:
 
 
 def sandbox_for(data_dir: Path, environ: dict[str, str] | None = None) -> Sandbox:
-    sandbox, why = build_sandbox("bwrap", data_dir=data_dir, environ=environ or {})
-    assert sandbox is not None, why
-    return sandbox
+    containment = build_containment("bwrap", data_dir=data_dir, environ=environ or {})
+    assert containment.sandbox is not None, containment.reason
+    return containment.sandbox
 
 
 def inside(sandbox: Sandbox, workspace: Workspace, script: str) -> subprocess.CompletedProcess[str]:
@@ -235,10 +236,11 @@ async def test_without_bubblewrap_workspace_exec_is_refused_with_the_reason(
     empty = tmp_path / "empty-path"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # no bwrap to be found
-    sandbox, why = build_sandbox("auto", data_dir=tmp_path, environ={})
-    assert sandbox is None and why is not None and "bubblewrap" in why
+    containment = build_containment("auto", data_dir=tmp_path, environ={})
+    assert containment.mode is ContainmentMode.UNAVAILABLE and containment.sandbox is None
+    assert containment.refusal is not None and "bubblewrap" in containment.refusal
     with pytest.raises(AcpError) as caught:
-        build_sandbox("bwrap", data_dir=tmp_path, environ={})
+        build_containment("bwrap", data_dir=tmp_path, environ={})
     assert caught.value.code == "ACP_SANDBOX_UNAVAILABLE"
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
 
@@ -280,7 +282,7 @@ async def test_an_agent_installed_under_tmp_still_runs_and_nothing_else_of_tmp_s
     agent.write_text("echo AGENT-RAN\n")
     neighbour = tmp_path / "neighbour.txt"
     neighbour.write_text("someone else's temp file")
-    base, _ = build_sandbox("bwrap", data_dir=data_dir, environ={})
+    base = build_containment("bwrap", data_dir=data_dir, environ={}).sandbox
     assert base is not None
     sandbox = Sandbox(bwrap=base.bwrap, hidden_dirs=base.hidden_dirs, runtime_dirs=(runtime,))
     done = inside(sandbox, workspace, f"sh {agent}")
