@@ -189,8 +189,7 @@ class AgentRun:
         self._client = client
         if self._cancel_requested.is_set():
             client.begin_cancel()
-        # A pod's attach stream has the StreamWriter methods the SDK uses (write, drain, close).
-        conn = connect_to_agent(client, cast(asyncio.StreamWriter, process.stdin), process.stdout)
+        conn = connect_to_agent(client, process.stdin, process.stdout)
         try:
             verdict = await self._converse(conn, client)
         except BaseException:

@@ -23,8 +23,10 @@ Every outcome rule of the local path holds unchanged (``acp/driver.py``): a pod 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -48,6 +50,7 @@ POD_UID = 10001
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Set in the agent's environment by us; the image's own PATH stays (the dispatcher's may not fit it).
 _NOT_PASSED = frozenset({"PATH", "HOME", "TMPDIR"})
+_STREAM_LIMIT = 64 * 1024 * 1024  # one JSON-RPC line can be large (as the local path's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,6 +247,56 @@ _STARTED = frozenset({PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED, Pod
 _GONE = frozenset({PodPhase.GONE})
 
 
+class _Bridge:
+    """Asyncio streams over a socket pair, pumped to and from the attach stream.
+
+    The ACP SDK takes only a real ``asyncio.StreamWriter`` / ``StreamReader``; a socket pair gives it
+    those, and two pumps copy between our end and the pod's attach stream. EOF travels both ways:
+    the pod's stdout ending shuts our end (the SDK reads EOF), the SDK closing its writer detaches.
+    """
+
+    def __init__(self, streams: AttachedStreams) -> None:
+        self._streams = streams
+        self._ours, self._theirs = socket.socketpair()
+        self._ours.setblocking(False)
+        self._pumps: list[asyncio.Task[None]] = []
+        self.reader: asyncio.StreamReader
+        self.writer: asyncio.StreamWriter
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(sock=self._theirs, limit=_STREAM_LIMIT)
+        self._pumps = [asyncio.ensure_future(self._to_pod()), asyncio.ensure_future(self._from_pod())]
+
+    async def _to_pod(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while data := await loop.sock_recv(self._ours, 65536):
+                self._streams.write(data)
+                await self._streams.drain()
+        except (OSError, ConnectionError) as exc:
+            log.info("writing to the action pod ended: %s", type(exc).__name__)
+        finally:
+            self._streams.close()  # detach: stdinOnce closes the agent's stdin
+
+    async def _from_pod(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while data := await self._streams.reader.read(65536):
+                await loop.sock_sendall(self._ours, data)
+        except (OSError, ConnectionError) as exc:
+            log.info("reading from the action pod ended: %s", type(exc).__name__)
+        finally:
+            with contextlib.suppress(OSError):
+                self._ours.shutdown(socket.SHUT_WR)  # the SDK's reader sees EOF
+
+    def close(self) -> None:
+        for pump in self._pumps:
+            pump.cancel()
+        self._streams.close()
+        self.writer.close()
+        self._ours.close()
+
+
 class PodAgent:
     """An agent running in its action pod, attached. Same surface as ``AgentProcess`` for the driver."""
 
@@ -251,17 +304,17 @@ class PodAgent:
     pid = 0
     pgid = 0
 
-    def __init__(self, api: PodApi, name: str, streams: AttachedStreams, *, clock: Clock, stderr_log: Path):
+    def __init__(self, api: PodApi, name: str, bridge: _Bridge, *, clock: Clock, stderr_log: Path):
         self._api = api
         self.name = name
-        self._streams = streams
+        self._streams = bridge
         self._clock = clock
         self.stderr_log = stderr_log
         self._gone = False
 
     @property
-    def stdin(self) -> AttachedStreams:
-        return self._streams
+    def stdin(self) -> asyncio.StreamWriter:
+        return self._streams.writer
 
     @property
     def stdout(self) -> asyncio.StreamReader:
@@ -333,12 +386,13 @@ class PodLauncher:
                 raise AcpError(
                     f"action pod {name} did not run within {timeout:g} s: {what}", code="ACP_POD_FAILED"
                 )
-            streams = await self.api.attach(name, AGENT_CONTAINER, stderr_log=stderr_log)
+            bridge = _Bridge(await self.api.attach(name, AGENT_CONTAINER, stderr_log=stderr_log))
+            await bridge.open()
         except BaseException:
             # Nothing was asked of the agent: the pod goes, the action fails (or was cancelled).
             await bounded(self._clock, 10.0, self.api.delete_pod(name, grace_s=0))
             raise
-        return PodAgent(self.api, name, streams, clock=self._clock, stderr_log=stderr_log)
+        return PodAgent(self.api, name, bridge, clock=self._clock, stderr_log=stderr_log)
 
 
 def pod_environment(allowlist: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from openab_voice.acp.containment import Containment
+from openab_voice.acp.pod import PodLauncher
+from openab_voice.acp.pod_workspace import PodWorkspaces
 from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import Workspace
-from openab_voice.acp.workspace import WorkspaceManager
+from openab_voice.acp.workspace import WorkspaceManager, Workspaces
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor, AgentSettings
 from openab_voice.actions.leases import LeaseSettings
@@ -232,7 +234,7 @@ class PlaneRig:
 
     plane: ActionPlane
     store: JobStore
-    workspaces: WorkspaceManager
+    workspaces: Workspaces
     channel: FakeControlChannel
     voice: FakeVoiceSide
     log: CallLog
@@ -295,6 +297,7 @@ async def plane_rig(
     credentials: tuple[tuple[str, str], ...] = (),
     auth_method: str | None = None,
     sandbox: Sandbox | None = None,
+    pods: PodLauncher | None = None,
     command: tuple[str, ...] | None = None,
     max_effect: EffectCeiling | None = None,
     turn_timeout_s: float = 5.0,
@@ -320,7 +323,12 @@ async def plane_rig(
     voice = FakeVoiceSide(log, listeners=listeners)
     upgrade(url)
     store = store_class(open_engine(url), clock)
-    workspaces = WorkspaceManager(root / "ws", repo, clock=clock, git=git)
+    workspaces: Workspaces = (
+        WorkspaceManager(root / "ws", repo, clock=clock, git=git)
+        if pods is None
+        else PodWorkspaces(pods.api, pods.settings, root / "ws", clock=clock)
+    )
+    contained = sandbox is not None or pods is not None
     bus = EventBus()
     plane = ActionPlane(
         store=store,
@@ -330,8 +338,8 @@ async def plane_rig(
             expiry_s=expiry_s,
             # Commands (workspace_exec) only where a test gives the agent a sandbox.
             max_effect=max_effect
-            or (EffectCeiling.WORKSPACE_WRITE if sandbox is None else EffectCeiling.WORKSPACE_EXEC),
-            exec_unavailable=None if sandbox is not None else "no agent sandbox in this test",
+            or (EffectCeiling.WORKSPACE_EXEC if contained else EffectCeiling.WORKSPACE_WRITE),
+            exec_unavailable=None if contained else "no agent sandbox in this test",
         ),
         agent=AgentSettings(
             command=command or agent_command(mode),
@@ -343,9 +351,14 @@ async def plane_rig(
             credentials=credentials,
             auth_method=auth_method,
             # A test without a sandbox runs the scripted agent uncontained, as OPENAB_ACP_SANDBOX=off would.
-            containment=Containment.off("no agent sandbox in this test")
-            if sandbox is None
-            else Containment.bwrap(sandbox),
+            containment=(
+                Containment.pod(pods.settings)
+                if pods is not None
+                else Containment.bwrap(sandbox)
+                if sandbox is not None
+                else Containment.off("no agent sandbox in this test")
+            ),
+            pods=pods,
         ),
         channel=channel,
         voice=voice,
