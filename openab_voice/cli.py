@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openab_voice.errors import ConfigError, OpenabError
+from openab_voice.errors import AcpError, ConfigError, OpenabError
 
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
@@ -27,8 +27,18 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     settings = load_settings()
     view = public_view(settings)
     error = _check_realtime(settings) if settings.engine == "realtime" and settings.dialogue_enabled else None
+    containment = None
+    if settings.actions_enabled:
+        from openab_voice.app.actions import containment_for
+
+        containment = containment_for(settings)
+        if error is None and containment.refusal is not None:
+            # Fail closed, and say so before a user finds out from a refused proposal.
+            error = AcpError(containment.refusal, code="ACP_CONTAINMENT_UNAVAILABLE")
     if args.json:
         out: dict[str, Any] = {"ok": error is None, "settings": view}
+        if containment is not None:
+            out["containment"] = {"mode": containment.mode.value, "detail": containment.describe()}
         if error is not None:
             out["error"] = error.to_dict()
         _print_json(out)
@@ -36,6 +46,8 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
         width = max(len(k) for k in view)
         for key, value in view.items():
             print(f"{key:<{width}}  {value}")
+        if containment is not None:
+            print(f"{'containment':<{width}}  {containment.describe()}")
         if error is not None:
             print(f"error: {error}", file=sys.stderr)
     return EXIT_FAILED if error is not None else 0
@@ -203,6 +215,9 @@ def _bench_executor(args: argparse.Namespace) -> dict[str, Any]:
         poll_s=args.poll_s,
         cancels=args.cancels,
         postgres_url=args.postgres_url,
+        mode=args.executor_mode,
+        pod_image=args.pod_image,
+        pod_namespace=args.pod_namespace,
     )
 
 
@@ -387,6 +402,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--latency-jobs", type=int, default=10, help="executor: jobs confirmed one at a time to idle workers"
     )
     p.add_argument("--poll-s", type=float, default=0.1, help="executor: the workers' OPENAB_EXECUTOR_POLL_S")
+    p.add_argument(
+        "--mode",
+        dest="executor_mode",
+        choices=("process", "pod"),
+        default="process",
+        help="executor: pod also measures dispatchers of action pods on the KUBECONFIG cluster, beside in-process",
+    )
+    p.add_argument(
+        "--pod-image", default="openab-voice:local", help="executor --mode pod: the action pods' image"
+    )
+    p.add_argument("--pod-namespace", default=None, help="executor --mode pod: the action pods' namespace")
     p.add_argument(
         "--cancels", type=int, default=10, help="executor: running jobs cancelled through the store"
     )

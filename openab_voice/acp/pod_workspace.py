@@ -3,10 +3,10 @@
 The working tree is the claim (``/workspace`` in the pod); what is ours stays on the dispatcher's
 disk, as for a local workspace: the agent's stderr log and the quarantine marker
 (``<root>/<action id>/private``). The agent's throwaway ``HOME`` and ``TMPDIR`` are the pod's own
-``emptyDir``: they go with the pod. A claim outlives its pod like a local workspace outlives its
-process, so a quarantined workspace is still there for the operator to inspect
-(``kubectl -n <ns> get pvc -l openab.dev/action-id=<id>``); only a claim that was never used is
-deleted here. docs/adr/0016 says why a claim and not a pod's ``emptyDir``.
+``emptyDir``: they go with the pod. A quarantined claim outlives its pod, untouched, for the operator
+to inspect (``kubectl -n <ns> get pvc -l openab.dev/action-id=<id>``); every other claim is deleted
+once its action settled (the result is in the text channel). docs/adr/0016 says why a claim and not
+a pod's ``emptyDir``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ class PodWorkspaces:
 
     async def discard_scratch(self, workspace: Workspace) -> None:
         """Nothing here: the agent's HOME and TMPDIR were its pod's ``emptyDir``, gone with the pod."""
+
+    async def finished(self, workspace: Workspace) -> None:
+        """Delete the claim: the result went to text, and a cluster's disks are not a folder to browse.
+
+        A quarantined claim never comes here; it stays until the operator reconciled it and deletes it
+        (``kubectl delete pvc``).
+        """
+        await self._api.delete_claim(claim_name(workspace.action_id))
 
     async def cleanup(self, workspace: Workspace) -> None:
         """Delete the claim and the private folder (a workspace that was prepared and never used).

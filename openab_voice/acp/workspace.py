@@ -48,6 +48,9 @@ class Workspaces(Protocol):
     async def discard_scratch(self, workspace: Workspace) -> None:
         """Delete the agent's throwaway ``HOME`` and ``TMPDIR`` (keys it wrote there) once it stopped."""
 
+    async def finished(self, workspace: Workspace) -> None:
+        """The action settled and its workspace is not quarantined: give back what it held."""
+
 
 class WorkspaceManager:
     """Prepares, quarantines and cleans up per-action workspaces under ``root``.
@@ -147,6 +150,9 @@ class WorkspaceManager:
         """
         for folder in (workspace.home, workspace.tmp):
             await asyncio.to_thread(remove_tree, folder)
+
+    async def finished(self, workspace: Workspace) -> None:
+        """Nothing: a local working tree stays where the operator can read what the agent left."""
 
     async def cleanup(self, workspace: Workspace) -> None:
         """Remove ``workspace`` (and its worktree registration). Call only once the agent is quiescent.

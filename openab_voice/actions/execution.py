@@ -394,6 +394,10 @@ class ActionExecutor:
             await self._quarantine(record, workspace, completion.detail)
         else:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
+            try:
+                await self._workspaces.finished(workspace)
+            except OpenabError as exc:
+                log.warning("could not give back the workspace of %s: %s", record.id, exc.message)
         await self._results.deliver(final, completion)
 
     async def _settle_reaped(self, record: ActionRecord, workspace: Workspace) -> None:

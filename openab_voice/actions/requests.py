@@ -26,6 +26,8 @@ class BrokerSettings:
     refusal: str | None = None
     # What every proposal must say about containment (containment turned off explicitly).
     containment_notice: str | None = None
+    # What contains the agents, in one line for /voice status (Containment.describe()).
+    containment: str = "not reported"
     # A bot pod's shards: it expires, reconciles and delivers only its own guilds' actions (None: all).
     shards: ShardRange | None = None
 

@@ -82,6 +82,7 @@ def build_action_parts(
         exec_unavailable=containment.exec_unavailable,
         refusal=containment.refusal,
         containment_notice=containment.notice,
+        containment=containment.describe(),
         shards=shard_range(settings),
     )
     return ActionParts(
@@ -153,6 +154,28 @@ def agent_settings(
         containment=containment,
         pods=pods,
     )
+
+
+def containment_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Containment:
+    """What would contain this process's agents, without starting anything but the bubblewrap probe
+    (``check-config``). A remote-executor bot's agents run on the executors; a pod dispatcher's in
+    pods it makes with its own service account (not tried here)."""
+    if settings.executor == "remote":
+        return Containment.remote()
+    if settings.acp_sandbox == "pod":
+        from openab_voice.acp.kube import default_namespace
+
+        return Containment.pod(pod_settings(settings, namespace=default_namespace()))
+    url = resolve_url(settings)
+    try:
+        return build_containment(
+            settings.acp_sandbox,
+            data_dir=settings.data_dir,
+            environ=dict(os.environ if environ is None else environ),
+            hidden_files=[Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else [],
+        )
+    except AcpError as exc:
+        return Containment.unavailable(exc.message)
 
 
 def pod_settings(settings: Settings, *, namespace: str | None) -> PodSettings:

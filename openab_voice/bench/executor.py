@@ -17,6 +17,16 @@ job, ``normal`` mode: one permission, an edit, ``end_turn``):
   stderr; same host). ``heartbeat_only_ms``: the same with the request written without its
   notification (the fallback; ``heartbeat_cancels`` of them, each waits for a heartbeat).
 
+- ``confirm_to_prompt_at_agent_ms``: the same idle jobs, from the stored confirmation to the agent
+  receiving its prompt (its own wall-clock stamp; same host): spawn, ``initialize``, ``session/new``.
+
+``--mode pod``: the same measurements twice in one run, first with today's in-process agents, then
+with the workers as dispatchers of action pods (``OPENAB_ACP_SANDBOX=pod``) on the cluster that
+``KUBECONFIG`` names, the scripted agent in ``--pod-image``: a pod and a workspace claim per job, the
+agent's stdio through the API server's ``attach``. Run it where the API server is reachable (for the
+offline test cluster: inside its network namespace, ``scripts/k8s-offline``). The cancel rounds run
+in-process only.
+
 PostgreSQL: ``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster as in ``bench
 actions``.
 """
@@ -31,6 +41,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +75,15 @@ def run(
     cancels: int = 10,
     heartbeat_cancels: int = 3,
     postgres_url: str | None = None,
+    mode: str = "process",
+    pod_image: str = "openab-voice:local",
+    pod_namespace: str | None = None,
 ) -> dict[str, Any]:
     """Measure each worker count in ``workers``, then ``cancels`` cancels; the JSON report."""
+    if mode == "pod" and not os.environ.get("KUBECONFIG"):
+        return {
+            "error": {"code": "BENCH_NO_CLUSTER", "message": "--mode pod needs KUBECONFIG naming a cluster"}
+        }
     with (
         tempfile.TemporaryDirectory(prefix="openab-bench-executor-") as scratch,
         _postgres(postgres_url, Path(scratch)) as server,
@@ -75,6 +93,13 @@ def run(
         by_count = {
             str(n): _measure(server, n, jobs, latency_jobs, poll_s, Path(scratch) / f"n{n}") for n in workers
         }
+        pods = None
+        if mode == "pod":
+            pod = _PodMode(image=pod_image, namespace=pod_namespace)
+            pods = {
+                str(n): _measure(server, n, jobs, latency_jobs, poll_s, Path(scratch) / f"pod{n}", pod=pod)
+                for n in workers
+            }
         cancel = (
             _measure_cancels(server, cancels, heartbeat_cancels, poll_s, Path(scratch) / "cancel")
             if cancels
@@ -84,8 +109,12 @@ def run(
         "jobs": jobs,
         "latency_jobs": latency_jobs,
         "poll_s": poll_s,
+        "mode": mode,
         "workers": by_count,
-        "double_executions": sum(r["double_executions"] for r in by_count.values()),
+        "pod_workers": pods,
+        "double_executions": sum(
+            r["double_executions"] for r in [*by_count.values(), *(pods or {}).values()]
+        ),
         "cancel": cancel,
     }
 
@@ -133,14 +162,27 @@ def _cancel_once(store: JobStore, engine: Engine, worker: _Worker, *, notify: bo
     return job, (received_at(log, CANCEL_RECEIVED)[0] - asked) * 1000.0
 
 
+@dataclass(frozen=True, slots=True)
+class _PodMode:
+    image: str
+    namespace: str | None
+
+
 def _measure(
-    server: str, count: int, jobs: int, latency_jobs: int, poll_s: float, root: Path
+    server: str,
+    count: int,
+    jobs: int,
+    latency_jobs: int,
+    poll_s: float,
+    root: Path,
+    *,
+    pod: _PodMode | None = None,
 ) -> dict[str, Any]:
     url, drop = _fresh_schema(server)
     try:
         upgrade(url)
         store = JobStore(open_engine(url), SystemClock())
-        pool = [_Worker(url, root, f"bench-w{i}", poll_s) for i in range(count)]
+        pool = [_Worker(url, root, f"bench-w{i}", poll_s, pod=pod) for i in range(count)]
         try:
             _wait(lambda: len([w for w in store.workers() if w.state == "running"]) == count, "workers up")
             latency_ids = []
@@ -157,11 +199,12 @@ def _measure(
                 1
                 for j in every
                 if _starts(store, j) > 1
-                or sum((w.data_dir / "workspaces" / j / "work").is_dir() for w in pool) > 1
+                or sum((w.data_dir / "workspaces" / j / "private").is_dir() for w in pool) > 1
             )
             result = {
                 "jobs_per_s": round(jobs / max(last_settled - first_confirm, 1e-9), 2),
                 "confirm_to_running_ms": summary(_delays(store, latency_ids)),
+                "confirm_to_prompt_at_agent_ms": summary(_prompt_delays(store, latency_ids, pool)),
                 "queued_confirm_to_running_ms": summary(_delays(store, queued)),
                 "double_executions": doubles,
                 "not_succeeded": sum(store.require(j).status is not JobStatus.SUCCEEDED for j in every),
@@ -176,21 +219,37 @@ def _measure(
 
 
 class _Worker:
-    def __init__(self, url: str, root: Path, node: str, poll_s: float, *, mode: str = "normal") -> None:
+    def __init__(
+        self,
+        url: str,
+        root: Path,
+        node: str,
+        poll_s: float,
+        *,
+        mode: str = "normal",
+        pod: _PodMode | None = None,
+    ) -> None:
         self.data_dir = root / node
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}
+        # In a pod the agent is the image's python; here, ours.
+        python = "python" if pod is not None else sys.executable
         env.update(
             {
                 "OPENAB_DATABASE_URL": url,
                 "OPENAB_DATA_DIR": str(self.data_dir),
                 "OPENAB_NODE_ID": node,
-                "OPENAB_ACP_AGENT_COMMAND": f"{sys.executable} -m openab_voice.testing.acp_agent --mode {mode}",
-                "OPENAB_ACP_SANDBOX": "off",
+                "OPENAB_ACP_AGENT_COMMAND": f"{python} -m openab_voice.testing.acp_agent --mode {mode}",
+                # Today's figures: the agent as a plain local process (the sandbox off, said explicitly).
+                "OPENAB_ACP_SANDBOX": "off" if pod is None else "pod",
                 "OPENAB_EXECUTOR_POLL_S": str(poll_s),
                 "OPENAB_HEARTBEAT_S": str(_HEARTBEAT_S),
                 "OPENAB_LOG_LEVEL": "WARNING",
             }
         )
+        if pod is not None:
+            env["OPENAB_ACTION_POD_IMAGE"] = pod.image
+            if pod.namespace is not None:
+                env["OPENAB_ACTION_POD_NAMESPACE"] = pod.namespace
         root.mkdir(parents=True, exist_ok=True)
         self._log = (root / f"{node}.log").open("wb")
         self.process = subprocess.Popen(
@@ -273,6 +332,20 @@ def _delays(store: JobStore, ids: list[str]) -> list[float]:
         for j in ids
         if _starts(store, j)
     ]
+
+
+def _prompt_delays(store: JobStore, ids: list[str], pool: list[_Worker]) -> list[float]:
+    """Confirmation → the prompt at the agent (its stamp in the stderr log of whichever worker ran it)."""
+    delays = []
+    for job in ids:
+        for worker in pool:
+            stamps = received_at(
+                worker.data_dir / "workspaces" / job / "private" / "logs" / STDERR_LOG, PROMPT_RECEIVED
+            )
+            if stamps:
+                delays.append((stamps[0] - _at(store, job, JobEvent.CONFIRM)) * 1000.0)
+                break
+    return delays
 
 
 def _wait(condition: Callable[[], bool], what: str) -> None:

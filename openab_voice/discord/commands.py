@@ -137,7 +137,10 @@ def build_voice_group(
                 m = interaction.guild.get_member(int(uid))
                 if m is not None:
                     names[uid] = m.display_name
-        await interaction.response.send_message(format_status(session.status(), names), ephemeral=True)
+        text = format_status(session.status(), names)
+        if broker is not None:
+            text += f"\nActions: {broker.settings.containment}"
+        await interaction.response.send_message(text, ephemeral=True)
 
     @group.command(name="actions", description="Recent actions and their status")
     async def actions(interaction: discord.Interaction) -> None:

@@ -142,8 +142,9 @@ async def test_an_action_runs_in_a_fresh_pod_which_is_deleted_when_it_settles(
         seen = json.loads(record.result_text.split("ENV ", 1)[1]) if record.result_text else {}
         assert seen["ANTHROPIC_API_KEY"] == AGENT_KEY and seen["LANG"] == "C.UTF-8"
         assert "DISCORD_TOKEN" not in seen and not [k for k in seen if k.startswith("OPENAB_")]
-        # The workspace claim stays, like a local workspace; the dispatcher keeps only its logs.
-        assert claim_name(action_id) in api.claims
+        # Settled, not quarantined: the claim is given back; the dispatcher keeps only its logs.
+        assert claim_name(action_id) not in api.claims
+        assert f"delete PersistentVolumeClaim {claim_name(action_id)}" in api.calls
         assert rig.workspace(action_id).path == Path("/workspace")
 
 
