@@ -71,3 +71,8 @@ def test_a_pod_past_the_last_shard_fails() -> None:
     with pytest.raises(ConfigError) as raised:
         shards("openab-bot-3", shard_count="5", shards_per_pod="2")
     assert raised.value.setting == "OPENAB_SHARD_ORDINAL" and "pods 0-2" in str(raised.value)
+
+
+def test_an_empty_ordinal_is_absent_and_the_host_name_decides() -> None:
+    """Before Kubernetes 1.28 the StatefulSet has no pod-index label: the fieldRef gives "" (issue 28)."""
+    assert shards("openab-voice-bot-1", shard_count="2", shard_ordinal="") == ShardRange(ids=(1,), count=2)
