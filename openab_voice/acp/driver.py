@@ -144,34 +144,10 @@ class AgentRun:
         if self._cancel_requested.is_set():
             verdict = _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
-        if request.pods is not None:
-            # Scheduling and pulling can take a while: a cancel meanwhile deletes the pod and ends now.
-            started = await self._race(self._start_agent(), request.pods.settings.start_timeout_s + _CLOSE_S)
-            if started.cancelled or started.timed_out:
-                why = (
-                    "cancelled before the agent was started"
-                    if started.cancelled
-                    else "the action pod did not start"
-                )
-                verdict = _Verdict(
-                    ExecutionOutcome.CANCELLED if started.cancelled else ExecutionOutcome.FAILED,
-                    None if started.cancelled else "ACP_POD_FAILED",
-                    why,
-                )
-                return self._complete(verdict, prompt_sent=False, client=None, stopped="no agent was started")
-            if started.error is not None:
-                code, what = _startup_failure(started.error)
-                verdict = _Verdict(ExecutionOutcome.FAILED, code, what)
-                return self._complete(verdict, prompt_sent=False, client=None, stopped="no agent was started")
-            process: AgentProcess | PodAgent = cast(PodAgent, started.result)
-        else:
-            try:
-                process = await self._start_agent()
-            except AcpError as exc:
-                verdict = _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
-                return self._complete(
-                    verdict, prompt_sent=False, client=None, stopped="no process was started"
-                )
+        started = await self._launch()
+        if isinstance(started, _Verdict):
+            return self._complete(started, prompt_sent=False, client=None, stopped="no agent was started")
+        process = started
         self._emit(
             "process_started",
             pid=process.pid,
@@ -213,6 +189,27 @@ class AgentRun:
             quiescent=quiescent,
             process=process,
         )
+
+    async def _launch(self) -> AgentProcess | PodAgent | _Verdict:
+        """The started agent, or the verdict of a start that failed or was cancelled (nothing asked)."""
+        pods = self._request.pods
+        if pods is None:
+            try:
+                return await self._start_agent()
+            except AcpError as exc:
+                return _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
+        # Scheduling and pulling can take a while: a cancel meanwhile deletes the pod and ends now.
+        started = await self._race(self._start_agent(), pods.settings.start_timeout_s + _CLOSE_S)
+        if started.error is not None:
+            code, what = _startup_failure(started.error)
+            return _Verdict(ExecutionOutcome.FAILED, code, what)
+        if not (started.cancelled or started.timed_out):
+            return cast(PodAgent, started.result)
+        if isinstance(started.result, PodAgent):  # it came up as the cancel did: it goes
+            await started.result.stop(0.0, kill_wait_s=self._kill_wait_s)
+        if started.cancelled:
+            return _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
+        return _Verdict(ExecutionOutcome.FAILED, "ACP_POD_FAILED", "the action pod did not start in time")
 
     async def _start_agent(self) -> AgentProcess | PodAgent:
         """A fresh agent: a local process (in the sandbox when there is one) or an action pod.
@@ -409,7 +406,9 @@ class AgentRun:
                 return _Raced(error=ConnectionError("session set-up was cancelled"))
             error = task.exception()
             return _Raced(result=None if error is not None else task.result(), error=error)
-        return _Raced(cancelled=which == 1, timed_out=which is None)
+        # It may have finished in the same moment: hand its result back so that the caller can undo it.
+        late = task.result() if task.done() and not task.cancelled() and task.exception() is None else None
+        return _Raced(result=late, cancelled=which == 1, timed_out=which is None)
 
     def _complete(
         self,

@@ -73,6 +73,7 @@ class FakePodApi:
     namespace: str = "openab-test"
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
     unpullable: frozenset[str] = frozenset()
+    never_scheduled: frozenset[str] = frozenset()  # images whose pods stay Pending (no node has room)
     pods: dict[str, FakePod] = field(default_factory=dict)
     claims: dict[str, Path] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
@@ -94,6 +95,9 @@ class FakePodApi:
         [container] = manifest["spec"]["containers"]
         if container["image"] in self.unpullable:
             pod.reason = "ErrImagePull"
+            return
+        if container["image"] in self.never_scheduled:
+            pod.reason = "Unschedulable"
             return
         pod.proc = await asyncio.create_subprocess_exec(
             *self._box(manifest, container),

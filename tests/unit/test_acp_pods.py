@@ -45,6 +45,7 @@ async def pod_rig(
         hidden=(tmp_path / "ws",),
         secrets={"openab-agent": {"ANTHROPIC_API_KEY": AGENT_KEY}},
         unpullable=frozenset({"missing:image"}),
+        never_scheduled=frozenset({"pending:image"}),
     )
     settings = PodSettings(namespace=SETTINGS.namespace, image=image, start_timeout_s=10.0, deadline_s=600)
     launcher = PodLauncher(api, settings, clock=SystemClock())
@@ -243,3 +244,21 @@ async def test_a_pod_that_cannot_run_fails_before_anything_is_asked(db_url: str,
         assert not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]
         assert api.pods[pod_name(action_id)].gone
         assert not (api.root / "claims" / claim_name(action_id) / "RESULT.md").exists()  # noqa: ASYNC240
+
+
+async def test_a_cancel_while_the_pod_is_pending_deletes_it_and_nothing_ran(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with pod_rig(db_url, tmp_path, "normal", image="pending:image") as (rig, api):
+        action_id = await start(rig)
+        name = pod_name(action_id)
+        async with asyncio.timeout(20):
+            while name not in api.pods:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert (await rig.broker.cancel(action_id, user_id=OPERATOR)).ok
+        await rig.executor.wait_idle()
+
+        record = rig.store.require(action_id)
+        assert record.status is JobStatus.CANCELLED, record.detail
+        assert "cancelled before the agent was started" in (record.detail or "")
+        assert api.pods[name].gone and f"attach {name}/agent" not in api.calls
