@@ -66,6 +66,7 @@ class AttachStream:
         self.status: str | None = None  # the error channel's final status, when one came
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._send_error: Exception | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._pump = asyncio.ensure_future(self._read())
         self._sender = asyncio.ensure_future(self._send())
 
@@ -119,9 +120,8 @@ class AttachStream:
 
     def close(self) -> None:
         """Detach: with ``stdinOnce`` the agent's stdin closes."""
-        if not self._ws.closed:
-            task = asyncio.ensure_future(self._close())
-            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        if not self._ws.closed and self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
 
     async def _close(self) -> None:
         self._sender.cancel()

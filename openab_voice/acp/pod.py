@@ -176,17 +176,26 @@ def pod_manifest(
     }
 
 
+_BINARY = {"Ki": 1, "Mi": 1024, "Gi": 1024**2, "Ti": 1024**3}
+
+
 def _quarter(quantity: str) -> str:
-    """A quarter of a CPU or memory quantity (the request beside a limit)."""
+    """A quarter of a CPU or memory quantity (the request beside a limit), in the largest exact unit."""
     if quantity.endswith("m"):
         return f"{max(1, int(float(quantity[:-1]) / 4))}m"
     found = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", quantity)
     if found is None:
         return quantity
     number, unit = float(found.group(1)), found.group(2)
-    if unit == "":
+    if unit == "":  # CPUs
         return f"{max(1, int(number * 1000 / 4))}m"
-    return f"{max(1, int(number * 1024 / 4))}{ {'Gi': 'Mi', 'Mi': 'Ki', 'Ti': 'Gi'}.get(unit, unit) }"
+    if unit not in _BINARY:
+        return quantity
+    kib = max(1, int(number * _BINARY[unit] / 4))
+    for name, size in reversed(_BINARY.items()):
+        if kib % size == 0:
+            return f"{kib // size}{name}"
+    return f"{kib}Ki"
 
 
 class PodPhase(StrEnum):
@@ -311,6 +320,7 @@ class PodAgent:
         self._clock = clock
         self.stderr_log = stderr_log
         self._gone = False
+        self._kill: asyncio.Future[None] | None = None
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -325,10 +335,11 @@ class PodAgent:
         return None
 
     def kill_now(self) -> None:
-        """Detach and delete the pod now, without waiting (an abandoned path)."""
+        """Detach and delete the pod now, without waiting (an abandoned path; :meth:`stop` follows)."""
         self._streams.close()
-        task = asyncio.ensure_future(self._api.delete_pod(self.name, grace_s=0))
-        task.add_done_callback(_log_failure)
+        if self._kill is None:
+            self._kill = asyncio.ensure_future(self._api.delete_pod(self.name, grace_s=0))
+            self._kill.add_done_callback(_log_failure)
 
     def quiescent(self) -> bool:
         return self._gone
