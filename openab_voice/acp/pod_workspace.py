@@ -17,7 +17,7 @@ from pathlib import Path
 
 from openab_voice.acp.pod import WORKSPACE_MOUNT, PodApi, PodSettings, claim_manifest, claim_name
 from openab_voice.acp.types import Workspace
-from openab_voice.acp.workspace import WorkspaceManager, remove_tree
+from openab_voice.acp.workspace import WorkspaceManager, make_action_dir, remove_tree
 from openab_voice.clock import Clock
 from openab_voice.errors import AcpError
 
@@ -49,15 +49,7 @@ class PodWorkspaces:
                 the claim is refused.
         """
         ws = self.locate(action_id)
-        try:
-            self._root.mkdir(parents=True, exist_ok=True)
-            ws.private.parent.mkdir(mode=0o700)
-        except FileExistsError:
-            raise AcpError(
-                f"workspace for action {action_id} already exists", code="ACP_WORKSPACE_EXISTS"
-            ) from None
-        except OSError as exc:
-            raise AcpError(f"cannot create workspace: {exc.strerror}", code="ACP_WORKSPACE_FAILED") from None
+        make_action_dir(self._root, ws.private.parent)
         try:
             ws.private.mkdir(mode=0o700)
             ws.logs.mkdir(mode=0o700)

@@ -97,15 +97,7 @@ class WorkspaceManager:
         """
         ws = self.locate(action_id)
         base = ws.private.parent
-        try:
-            self._root.mkdir(parents=True, exist_ok=True)
-            base.mkdir(mode=0o700)
-        except FileExistsError:
-            raise AcpError(
-                f"workspace for action {action_id} already exists", code="ACP_WORKSPACE_EXISTS"
-            ) from None
-        except OSError as exc:
-            raise AcpError(f"cannot create workspace: {exc.strerror}", code="ACP_WORKSPACE_FAILED") from None
+        make_action_dir(self._root, base)
         try:
             for folder in (ws.private, ws.home, ws.tmp, ws.logs):
                 folder.mkdir(mode=0o700)
@@ -197,6 +189,21 @@ class WorkspaceManager:
                 f"git {args[0]} {args[1] if len(args) > 1 else ''} failed: {message[-1] if message else '?'}",
                 code="ACP_WORKSPACE_FAILED",
             )
+
+
+def make_action_dir(root: Path, base: Path) -> None:
+    """Create an action's own folder ``base`` under ``root``; never an existing one (no reuse).
+
+    Raises:
+        AcpError: ``ACP_WORKSPACE_EXISTS`` when it exists, ``ACP_WORKSPACE_FAILED`` when it cannot be made.
+    """
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        base.mkdir(mode=0o700)
+    except FileExistsError:
+        raise AcpError(f"workspace {base.name} already exists", code="ACP_WORKSPACE_EXISTS") from None
+    except OSError as exc:
+        raise AcpError(f"cannot create workspace: {exc.strerror}", code="ACP_WORKSPACE_FAILED") from None
 
 
 def _checked(action_id: str) -> str:

@@ -257,6 +257,22 @@ class PlaneRig:
         return self.workspaces.locate(action_id)
 
 
+async def propose_and_confirm(
+    rig: PlaneRig, goal: str = "write a haiku about the sea", call_id: str | None = None
+) -> str:
+    """Propose ``goal`` as the operator and click its Confirm; the action's id."""
+    outcome = await rig.broker.propose(request(goal, call_id=call_id or f"turn-1:{goal}"))
+    assert outcome.ok and outcome.action is not None, outcome
+    clicked = await rig.broker.click(
+        decision="confirm",
+        action_id=outcome.action.id,
+        user_id=OPERATOR,
+        message_id=rig.channel.message_ids[outcome.action.id],
+    )
+    assert clicked.ok, clicked
+    return outcome.action.id
+
+
 def request(
     goal: str = "write a haiku about the sea",
     *,

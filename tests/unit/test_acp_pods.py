@@ -21,11 +21,10 @@ from openab_voice.acp.pod import PodLauncher, PodSettings, claim_name, pod_manif
 from openab_voice.acp.sandbox import find_bwrap
 from openab_voice.acp.workspace import QUARANTINE_MARKER
 from openab_voice.actions.events import AgentPromptSent
-from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import JobStatus
 from openab_voice.testing.acp_agent import SETSID_MARKER
-from tests.fakes.actions import OPERATOR, PlaneRig, agent_command, plane_rig, request
+from tests.fakes.actions import OPERATOR, PlaneRig, agent_command, plane_rig, propose_and_confirm
 from tests.fakes.pods import FakePodApi
 
 AGENT_KEY = "sk-agent-own-key"
@@ -64,16 +63,7 @@ async def pod_rig(
 
 
 async def start(rig: PlaneRig, goal: str = "write a haiku about the sea") -> str:
-    outcome = await rig.broker.propose(request(goal))
-    assert outcome.ok and outcome.action is not None, outcome
-    clicked = await rig.broker.click(
-        decision=CONFIRM,
-        action_id=outcome.action.id,
-        user_id=OPERATOR,
-        message_id=rig.channel.message_ids[outcome.action.id],
-    )
-    assert clicked.ok, clicked
-    return outcome.action.id
+    return await propose_and_confirm(rig, goal)
 
 
 def setsid_children_in_pods() -> list[str]:

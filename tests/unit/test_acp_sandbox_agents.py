@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from openab_voice.acp.sandbox import Sandbox, build_containment, command_paths, find_bwrap
-from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.errors import AcpError
 from openab_voice.jobs import JobStatus
-from tests.fakes.actions import OPERATOR, PlaneRig, agent_command, plane_rig, request
+from tests.fakes.actions import PlaneRig, agent_command, plane_rig, propose_and_confirm
 
 AGENT_KEY = "codex-auth-never-left-behind"
 
@@ -52,17 +51,9 @@ def npm_like_install(root: Path) -> Path:
 
 
 async def run_one(rig: PlaneRig) -> str:
-    outcome = await rig.broker.propose(request("write a haiku"))
-    assert outcome.ok and outcome.action is not None, outcome
-    clicked = await rig.broker.click(
-        decision=CONFIRM,
-        action_id=outcome.action.id,
-        user_id=OPERATOR,
-        message_id=rig.channel.message_ids[outcome.action.id],
-    )
-    assert clicked.ok, clicked
+    action_id = await propose_and_confirm(rig, "write a haiku")
     await rig.executor.wait_idle()
-    return outcome.action.id
+    return action_id
 
 
 def test_the_sandbox_sees_where_an_npm_bin_link_points_and_its_whole_tree(tmp_path: Path) -> None:

@@ -13,28 +13,18 @@ import pytest
 
 from openab_voice.actions.events import AgentProcessStarted
 from openab_voice.actions.leases import LeaseSettings
-from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.errors import StaleTransition
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
-from tests.fakes.actions import OPERATOR, PlaneRig, plane_rig, request
+from tests.fakes.actions import OPERATOR, PlaneRig, plane_rig, propose_and_confirm
 
 WORKER = "executor:pod-a/1"
 
 
 async def confirmed(rig: PlaneRig, goal: str = "write a haiku about the sea") -> str:
-    outcome = await rig.broker.propose(request(goal, call_id=f"turn-1:{goal}"))
-    assert outcome.ok and outcome.action is not None, outcome
-    clicked = await rig.broker.click(
-        decision=CONFIRM,
-        action_id=outcome.action.id,
-        user_id=OPERATOR,
-        message_id=rig.channel.message_ids[outcome.action.id],
-    )
-    assert clicked.ok, clicked
-    return outcome.action.id
+    return await propose_and_confirm(rig, goal)
 
 
 def worker_starts(store: JobStore) -> ActionRecord:
