@@ -203,16 +203,8 @@ class ScriptedAgent:
                 os._exit(3)
             case "hang" | "spawn-child" | "setsid-child":
                 if self.mode != "hang":
-                    child = await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-c",
-                        "import time; time.sleep(600)",
-                        SETSID_MARKER,
-                        str(self._cwd),
-                        start_new_session=self.mode == "setsid-child",
-                    )
-                    (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
-                    await self._say(session_id, f"CHILD {child.pid}")
+                    pid = await self._start_sleeper(setsid=self.mode == "setsid-child")
+                    await self._say(session_id, f"CHILD {pid}")
                 _become_unkillable_but_by_sigkill()
                 await asyncio.Event().wait()  # never answers, whatever the client sends
             case "slow":
@@ -231,16 +223,7 @@ class ScriptedAgent:
                 await self._fix_and_test(session_id)
             case "escape":
                 report = await asyncio.to_thread(self._probes.run)
-                child = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-c",
-                    "import time; time.sleep(600)",
-                    SETSID_MARKER,
-                    str(self._cwd),
-                    start_new_session=True,
-                )
-                (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
-                report["child"] = child.pid
+                report["child"] = await self._start_sleeper(setsid=True)
                 await self._say(session_id, "ESCAPE " + json.dumps(report, sort_keys=True))
             case "env" | "login":
                 await self._say(session_id, "ENV " + json.dumps(_exec_environment(), sort_keys=True))
@@ -257,6 +240,19 @@ class ScriptedAgent:
             case _:  # normal, always-only
                 await self._write_result(session_id, goal, _ALWAYS if self.mode == "always-only" else _ONCE)
         return PromptResponse(stop_reason="end_turn")
+
+    async def _start_sleeper(self, *, setsid: bool) -> int:
+        """A grandchild that sleeps, named by the marker and our cwd; its pid (also in ``CHILD.pid``)."""
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            "import time; time.sleep(600)",
+            SETSID_MARKER,
+            str(self._cwd),
+            start_new_session=setsid,
+        )
+        (self._cwd / "CHILD.pid").write_text(str(child.pid), encoding="utf-8")
+        return child.pid
 
     async def _write_result(
         self, session_id: str, goal: str, offered: tuple[PermissionOptionKind, ...]
