@@ -27,16 +27,11 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _STDIN, _STDOUT, _STDERR, _ERROR = 0, 1, 2, 3
-# A container that will not start by itself: the pod cannot become Running (fail now, not at timeout).
-_STUCK = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-    }
-)
+# An image that cannot be had: the pod cannot become Running (fail now, not at the start timeout).
+# CreateContainerConfigError / CreateContainerError are not here: the kubelet retries them, and a
+# fresh deploy shows one while its secret cache syncs ("failed to sync secret cache"), seen on the
+# real test cluster; the start timeout bounds them.
+_STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 _STREAM_LIMIT = 64 * 1024 * 1024  # one JSON-RPC line can be large (as the local path's)
 
 
