@@ -203,6 +203,7 @@ def _measure(
             )
             result = {
                 "jobs_per_s": round(jobs / max(last_settled - first_confirm, 1e-9), 2),
+                "actions_per_min": round(60 * jobs / max(last_settled - first_confirm, 1e-9), 1),
                 "confirm_to_running_ms": summary(_delays(store, latency_ids)),
                 "confirm_to_prompt_at_agent_ms": summary(_prompt_delays(store, latency_ids, pool)),
                 "queued_confirm_to_running_ms": summary(_delays(store, queued)),
