@@ -421,6 +421,16 @@ class PodLauncher:
         return PodAgent(self.api, name, bridge, clock=self._clock, stderr_log=stderr_log)
 
 
+async def reap_pod(api: PodApi, action_id: str, *, grace_s: int) -> None:
+    """A job lost with the dispatcher that ran it (its lease expired): its pod, if one is left, goes.
+
+    Its agent lost its conversation when that dispatcher died (``stdinOnce``: its stdin closed), but an
+    agent that ignores EOF would live until the pod's deadline. The claim stays: the job is
+    ``outcome_unknown`` and its workspace quarantined.
+    """
+    await api.delete_pod(pod_name(action_id), grace_s=grace_s)
+
+
 def pod_environment(allowlist: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
     """The non-secret part of an action pod's environment: allowlisted names present in ``environ``,
     never one of our secrets or settings (config refuses them too: defence in depth)."""

@@ -117,27 +117,8 @@ def agent_settings(
     """
     agent_environ = dict(os.environ if environ is None else environ)
     credentials = tuple(parse_agent_env_entry(entry) for entry in settings.acp_env)
-    if containment is not None:
-        pass
-    elif settings.acp_sandbox == "pod":
-        if pods is None:
-            raise ConfigError(
-                "OPENAB_ACP_SANDBOX=pod: action pods are made by `openab-voice executor`; run the bot with "
-                "OPENAB_EXECUTOR=remote",
-                setting="OPENAB_ACP_SANDBOX",
-            )
-        containment = Containment.pod(pods.settings)
-    else:
-        try:
-            containment = build_containment(
-                settings.acp_sandbox,
-                data_dir=settings.data_dir,
-                environ=agent_environ,
-                hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
-                + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
-            )
-        except AcpError as exc:
-            raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
+    if containment is None:
+        containment = _configured_containment(settings, url=url, environ=agent_environ, pods=pods)
     if containment.refusal is not None:
         log.error("actions are refused: %s", containment.refusal)
     elif containment.notice is not None:
@@ -157,7 +138,7 @@ def agent_settings(
 
 
 def containment_for(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Containment:
-    """What would contain this process's agents, without starting anything but the bubblewrap probe
+    """What would contain this process's agents, starting nothing but the bubblewrap probe
     (``check-config``). A remote-executor bot's agents run on the executors; a pod dispatcher's in
     pods it makes with its own service account (not tried here)."""
     if settings.executor == "remote":
@@ -166,16 +147,42 @@ def containment_for(settings: Settings, *, environ: Mapping[str, str] | None = N
         from openab_voice.acp.kube import default_namespace
 
         return Containment.pod(pod_settings(settings, namespace=default_namespace()))
-    url = resolve_url(settings)
+    try:
+        return _configured_containment(
+            settings, url=resolve_url(settings), environ=dict(os.environ if environ is None else environ)
+        )
+    except ConfigError as exc:
+        return Containment.unavailable(exc.message)
+
+
+def _configured_containment(
+    settings: Settings, *, url: str, environ: Mapping[str, str], pods: PodLauncher | None = None
+) -> Containment:
+    """The containment ``OPENAB_ACP_SANDBOX`` asks for here (bubblewrap is probed: one real start).
+
+    Raises:
+        ConfigError: ``bwrap`` that cannot start here, or ``pod`` without a launcher.
+    """
+    if settings.acp_sandbox == "pod":
+        if pods is None:
+            raise ConfigError(
+                "OPENAB_ACP_SANDBOX=pod: action pods are made by `openab-voice executor`; run the bot with "
+                "OPENAB_EXECUTOR=remote",
+                setting="OPENAB_ACP_SANDBOX",
+            )
+        return Containment.pod(pods.settings)
+    credentials = [parse_agent_env_entry(entry) for entry in settings.acp_env]
     try:
         return build_containment(
             settings.acp_sandbox,
             data_dir=settings.data_dir,
-            environ=dict(os.environ if environ is None else environ),
-            hidden_files=[Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else [],
+            environ=environ,
+            # Hidden from the agent too: its own @file credentials and an SQLite store outside the data dir.
+            hidden_files=[Path(source[1:]) for _, source in credentials if source.startswith("@")]
+            + ([Path(url.removeprefix("sqlite:///"))] if url.startswith("sqlite:///") else []),
         )
     except AcpError as exc:
-        return Containment.unavailable(exc.message)
+        raise ConfigError(exc.message, setting="OPENAB_ACP_SANDBOX", code=exc.code) from None
 
 
 def pod_settings(settings: Settings, *, namespace: str | None) -> PodSettings:

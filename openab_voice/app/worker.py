@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from openab_voice.acp.kube import KubernetesPodApi
-from openab_voice.acp.pod import PodLauncher
+from openab_voice.acp.pod import PodLauncher, reap_pod
 from openab_voice.acp.pod_workspace import PodWorkspaces
 from openab_voice.acp.workspace import WorkspaceManager, Workspaces
 from openab_voice.actions.execution import ActionExecutor, workspace_root
@@ -28,6 +28,7 @@ from openab_voice.errors import AcpError, ConfigError
 from openab_voice.store.database import ensure_schema, open_engine, resolve_url
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, WorkerState
+from openab_voice.tasks import TaskOwner
 
 
 def worker_url(settings: Settings) -> str:
@@ -119,16 +120,21 @@ async def _run_worker(
             else WorkspaceManager(root, settings.workspace_repo, clock=clock)
         )
 
-        def quarantine_on_disk(record: ActionRecord) -> None:
+        orphans = TaskOwner("orphaned action pods", clock=clock)
+
+        def lost(record: ActionRecord) -> None:
             # Only where the lost job's workspace is on this machine (it ran in this pod before).
             workspace = workspaces.locate(record.id)
             if workspace.private.is_dir():
                 workspaces.quarantine(workspace, record.detail or "its executor stopped renewing the lease")
+            if pods is not None:  # whichever dispatcher ran it, its pod must not outlive the job
+                grace = round(settings.acp_cancel_grace_s)
+                orphans.spawn(reap_pod(pods.api, record.id, grace_s=grace), name=f"reap-pod-{record.id}")
 
         leases = LeaseKeeper(
             JobWriter(store, bus=bus, clock=clock),
             lease_settings(settings, role=EXECUTOR_ROLE),
-            on_reaped=quarantine_on_disk,
+            on_reaped=lost,
         )
         executor = ActionExecutor(
             store=store,
@@ -158,6 +164,7 @@ async def _run_worker(
         finally:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
+            await orphans.aclose(grace_s=10.0)
         return worker
     finally:
         store.close()

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from openab_voice.acp.pod import PodLauncher, PodSettings, claim_name, pod_manifest, pod_name
+from openab_voice.acp.pod import (
+    PodLauncher,
+    PodSettings,
+    claim_manifest,
+    claim_name,
+    pod_manifest,
+    pod_name,
+    reap_pod,
+)
 from openab_voice.acp.sandbox import find_bwrap
 from openab_voice.acp.workspace import QUARANTINE_MARKER
 from openab_voice.actions.events import AgentPromptSent
@@ -252,3 +260,19 @@ async def test_a_cancel_while_the_pod_is_pending_deletes_it_and_nothing_ran(
         assert record.status is JobStatus.CANCELLED, record.detail
         assert "cancelled before the agent was started" in (record.detail or "")
         assert api.pods[name].gone and f"attach {name}/agent" not in api.calls
+
+
+async def test_a_pod_left_by_a_lost_dispatcher_is_reaped_and_its_claim_kept(tmp_path: Path) -> None:
+    """A dispatcher died mid-turn with an agent that ignores EOF: another dispatcher's reaper (the job
+    is already ``outcome_unknown``) deletes the pod; the quarantined claim stays."""
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    api = FakePodApi(root=tmp_path / "cluster", bwrap=bwrap)
+    try:
+        await api.create(claim_manifest("a-lost", SETTINGS))
+        await api.create(pod_manifest("a-lost", agent_command("hang"), {}, SETTINGS))
+        assert (await api.pod_state(pod_name("a-lost"))).phase.value == "Running"
+        await reap_pod(api, "a-lost", grace_s=0)
+        assert api.pods[pod_name("a-lost")].gone and claim_name("a-lost") in api.claims
+    finally:
+        await api.aclose()
