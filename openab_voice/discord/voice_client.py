@@ -18,6 +18,7 @@ poller resumes after 4015 and network drops and hands rejoins to the session.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,42 @@ OP_DAVE_PREPARE_EPOCH = 24
 # The last two bytes of every DAVE-encrypted frame (the protocol's magic marker).
 DAVE_MAGIC = b"\xfa\xfa"
 
+# What the hook did with a voice op message: the keys of ``ReceivingVoiceClient.op_outcomes``.
+OP_HANDLED = "handled"
+OP_NOT_AN_OP = "ignored:not an op object"
+OP_REJECTED = "rejected:"  # a prefix: the reason follows, e.g. "rejected:op 5 ssrc"
+# A well-formed op whose handling raised: a bug of ours, logged, never a way to reject input.
+OP_FAILED = "failed"
+_MAX_SSRC = 0xFFFF_FFFF
+_MAX_SNOWFLAKE = 2**64 - 1
+
 VoiceOpListener = Callable[["ReceivingVoiceClient", int, dict[str, Any]], None]
+
+
+def _is_ssrc(value: object) -> bool:
+    return type(value) is int and 0 <= value <= _MAX_SSRC
+
+
+def _is_snowflake(value: object) -> bool:
+    """Discord sends user ids as decimal strings; an int is accepted too (bool is not)."""
+    if type(value) is str:
+        return 0 < len(value) <= 20 and value.isascii() and value.isdecimal() and int(value) <= _MAX_SNOWFLAKE
+    return type(value) is int and 0 <= value <= _MAX_SNOWFLAKE
+
+
+def malformed_op(op: int, data: dict[str, Any]) -> str | None:
+    """Why the fields of a speaking (5) or client-disconnect (13) payload cannot be used, or None.
+
+    Only the fields the hook reads are checked; a payload without them is passed on as it is.
+    """
+    if op == OP_SPEAKING and "user_id" in data and "ssrc" in data:
+        if not _is_ssrc(data["ssrc"]):
+            return "op 5 ssrc"
+        if not _is_snowflake(data["user_id"]):
+            return "op 5 user_id"
+    elif op == OP_CLIENT_DISCONNECT and "user_id" in data and not _is_snowflake(data["user_id"]):
+        return "op 13 user_id"
+    return None
 
 
 class _TransportOnly:
@@ -91,6 +127,8 @@ class ReceivingVoiceClient(discord.VoiceClient):
         self._life = life
         self._clock = clock or SystemClock()
         self._listening = False
+        self.op_outcomes: Counter[str] = Counter()
+        """How many voice op messages the hook handled, ignored, rejected (by reason) or failed on."""
         super().__init__(client, channel)
 
     def create_connection_state(self) -> VoiceConnectionState:
@@ -118,14 +156,25 @@ class ReceivingVoiceClient(discord.VoiceClient):
         return session is not None and bool(session.ready)
 
     async def _voice_ws_hook(self, ws: Any, msg: dict[str, Any]) -> None:
+        self.op_outcomes[self._receive_op(msg)] += 1
+
+    def _receive_op(self, msg: dict[str, Any]) -> str:
+        """Handle one voice op message; returns its outcome. Never raises: discord.py awaits the
+        hook in its websocket loop, which an exception would end."""
         op = msg.get("op")
         data = msg.get("d") or {}
         if not isinstance(op, int) or not isinstance(data, dict):
-            return
+            return OP_NOT_AN_OP
+        reason = malformed_op(op, data)
+        if reason is not None:
+            log.warning("voice op dropped: malformed %s", reason)
+            return OP_REJECTED + reason
         try:
             self._handle_op(op, data)
-        except Exception:  # a malformed op must not kill discord.py's websocket loop
+        except Exception:
             log.exception("voice op %s could not be handled", op)
+            return OP_FAILED
+        return OP_HANDLED
 
     def _handle_op(self, op: int, data: dict[str, Any]) -> None:
         if op == OP_SESSION_DESCRIPTION:
@@ -137,7 +186,7 @@ class ReceivingVoiceClient(discord.VoiceClient):
                 connection.add_socket_listener(self.receiver.feed)
                 self._listening = True
         elif op == OP_SPEAKING and "user_id" in data and "ssrc" in data:
-            self.receiver.map_ssrc(int(data["ssrc"]), str(data["user_id"]))
+            self.receiver.map_ssrc(data["ssrc"], str(data["user_id"]))
         elif op == OP_CLIENT_DISCONNECT and "user_id" in data:
             self.receiver.remove_user(str(data["user_id"]))
         if self._on_voice_op is not None:

@@ -5,18 +5,22 @@ Each target runs ``OPENAB_FUZZ_EXAMPLES`` examples (default 300; a few seconds e
 a bug, a crash is. The examples are derandomized unless ``OPENAB_FUZZ_RANDOM=1``, so CI is
 reproducible; run with ``OPENAB_FUZZ_RANDOM=1 OPENAB_FUZZ_EXAMPLES=20000`` to search further.
 
-Every target counts its outcomes: accepted, or rejected by reason. ``pytest -rA tests/fuzz`` (any
-run that reaches the terminal summary) prints the tallies.
+Every target counts each input's outcome: accepted, or rejected by reason; anything else that
+escapes (an unexpected exception) fails the test. After its examples each target asserts its
+tallies: every input counted once, only known buckets, and both an accepted and a rejected input
+where its explicit ``@example`` inputs guarantee both. ``pytest -rA tests/fuzz`` (any run that
+reaches the terminal summary) prints the tallies.
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.fuzz.tallies import Tally
 
 EXAMPLES = int(os.environ.get("OPENAB_FUZZ_EXAMPLES", "300"))
 
@@ -26,7 +30,6 @@ settings.register_profile(
     deadline=None,
     derandomize=os.environ.get("OPENAB_FUZZ_RANDOM") != "1",
     database=None,
-    # The tally fixture is meant to outlive single examples: it counts across all of them.
     suppress_health_check=[
         HealthCheck.too_slow,
         HealthCheck.data_too_large,
@@ -37,13 +40,14 @@ settings.register_profile(
 )
 settings.load_profile("openab-fuzz")
 
-_TALLIES: dict[str, Counter[str]] = {}
+
+_TALLIES: dict[str, Tally] = {}
 
 
 @pytest.fixture
-def tally(request: pytest.FixtureRequest) -> Iterator[Counter[str]]:
-    """Outcome counts of this target (``accepted`` or a rejection reason), shown in the summary."""
-    counts: Counter[str] = Counter()
+def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
+    """This target's outcomes, shown in the summary; the test asserts them with :meth:`Tally.check`."""
+    counts = Tally()
     yield counts
     _TALLIES[request.node.name] = counts
 
@@ -52,7 +56,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _TALLIES:
         return
     terminalreporter.section("fuzz outcomes (accepted / rejected by reason)")
-    for name, counts in sorted(_TALLIES.items()):
-        total = sum(counts.values())
-        detail = ", ".join(f"{reason} {n}" for reason, n in counts.most_common())
-        terminalreporter.write_line(f"{name}: {total} inputs: {detail}")
+    for name, tally in sorted(_TALLIES.items()):
+        detail = ", ".join(f"{reason} {n}" for reason, n in tally.counts.most_common())
+        terminalreporter.write_line(f"{name}: {tally.inputs} inputs: {detail}")

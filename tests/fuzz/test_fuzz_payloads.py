@@ -2,20 +2,20 @@
 from interactions, MLS structures clients send the emulator, scenario files and tool-call arguments.
 
 Allowed outcomes per target: accepted, or one documented rejection (counted by reason). Anything
-else that escapes is a crash and fails the test."""
+else that escapes, or a rejection no caller should ever see (a handler that raised), fails the test;
+each target asserts its tally once its examples ran (``tests/fuzz/tallies.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections import Counter
 from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from openab_voice.actions.ports import DECISIONS, button_id, parse_button_id
@@ -25,7 +25,13 @@ from openab_voice.clock import FakeClock
 from openab_voice.demo.scenario import load_scenario
 from openab_voice.discord.receiver import VoiceReceiver
 from openab_voice.discord.transport import XCHACHA
-from openab_voice.discord.voice_client import ReceivingVoiceClient
+from openab_voice.discord.voice_client import (
+    OP_FAILED,
+    OP_HANDLED,
+    OP_NOT_AN_OP,
+    OP_REJECTED,
+    ReceivingVoiceClient,
+)
 from openab_voice.errors import EmulatorError
 from openab_voice.providers.speech import ToolCall
 from openab_voice.testing.emulator.mls import DaveGroup
@@ -38,7 +44,15 @@ from openab_voice.testing.emulator.wire import (
     WireError,
     parse,
 )
-from openab_voice.tools.registry import ToolContext, ToolRegistry, default_tools
+from openab_voice.tools.registry import (
+    TOOL_ARGUMENTS_INVALID,
+    TOOL_ARGUMENTS_MALFORMED,
+    TOOL_UNKNOWN,
+    ToolContext,
+    ToolRegistry,
+    default_tools,
+)
+from tests.fuzz.tallies import ACCEPTED, REJECTED, Tally
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=20)
@@ -59,21 +73,13 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
 # --- voice gateway messages through the bot's hook --------------------------------------------------
 
 
-class _Errors(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def _voice_client() -> tuple[ReceivingVoiceClient, list[tuple[int, dict[str, Any]]]]:
     """A ReceivingVoiceClient without a discord.py connection behind it: the hook and op handling
     are ours; what discord.py itself does with the message is discord.py's."""
     ops: list[tuple[int, dict[str, Any]]] = []
     vc = ReceivingVoiceClient.__new__(ReceivingVoiceClient)
     vc.receiver = VoiceReceiver(bus=EventBus(), clock=FakeClock())
+    vc.op_outcomes = Counter()
     vc._on_voice_op = lambda _vc, op, data: ops.append((op, data))
     vc._listening = True
     vc._connection = SimpleNamespace(  # type: ignore[assignment]
@@ -101,38 +107,49 @@ voice_messages = st.one_of(
 )
 
 
-@given(voice_messages)
-def test_voice_ws_hook(tally: Counter[str], msg: Any) -> None:
-    vc, ops = _voice_client()
-    errors = _Errors()
-    logger = logging.getLogger("openab_voice.discord.voice_client")
-    logger.addHandler(errors)
-    try:
+def test_voice_ws_hook(tally: Tally) -> None:
+    """The hook's own count says what it did with each message: handled (and passed on), ignored,
+    or rejected by reason (and not passed on). ``failed`` (handling raised) is a bug, never a way
+    to reject input: the first message that fails is the test's counterexample."""
+
+    @example({"op": 5, "d": {"user_id": "101", "ssrc": 0x1111, "speaking": 1}})
+    @example({"op": 5, "d": {"user_id": "101", "ssrc": "4369"}})
+    @example({"op": "5", "d": {}})
+    @given(voice_messages)
+    def target(msg: Any) -> None:
+        tally.inputs += 1
+        vc, ops = _voice_client()
         run(vc._voice_ws_hook(None, msg))
-    finally:
-        logger.removeHandler(errors)
-    if errors.records:
-        tally[f"rejected:op {msg.get('op')} raised (logged)"] += 1
-    elif ops:
-        op = ops[0][0]
-        tally[f"handled:op {op}" if type(op) is int and 0 <= op <= 31 else "handled:op out of range"] += 1
-    else:
-        tally["ignored:not an op object"] += 1
+        assert vc.op_outcomes[OP_FAILED] == 0, f"the hook failed on {msg!r}"
+        [(outcome, times)] = vc.op_outcomes.items()
+        assert times == 1, vc.op_outcomes
+        assert bool(ops) is (outcome == OP_HANDLED), (outcome, ops)
+        tally.counts[outcome] += 1
+
+    target()
+    tally.check(buckets=(OP_HANDLED, OP_NOT_AN_OP, OP_REJECTED))
 
 
-@given(
-    st.one_of(
-        st.text(max_size=80),
-        st.builds(button_id, st.sampled_from([*DECISIONS, "", "yes"]), st.text(max_size=20)),
+def test_button_custom_id(tally: Tally) -> None:
+    @example(button_id(DECISIONS[0], "a1"))
+    @example("hello")
+    @given(
+        st.one_of(
+            st.text(max_size=80),
+            st.builds(button_id, st.sampled_from([*DECISIONS, "", "yes"]), st.text(max_size=20)),
+        )
     )
-)
-def test_button_custom_id(tally: Counter[str], custom_id: str) -> None:
-    parsed = parse_button_id(custom_id)
-    if parsed is None:
-        tally["rejected:not ours"] += 1
-        return
-    tally["accepted"] += 1
-    assert button_id(*parsed) == custom_id
+    def target(custom_id: str) -> None:
+        tally.inputs += 1
+        parsed = parse_button_id(custom_id)
+        if parsed is None:
+            tally.counts[REJECTED + "not ours"] += 1
+            return
+        tally.counts[ACCEPTED] += 1
+        assert button_id(*parsed) == custom_id
+
+    target()
+    tally.check()
 
 
 # --- what clients send the emulator -----------------------------------------------------------------
@@ -151,26 +168,47 @@ def _mutations(seed: bytes) -> st.SearchStrategy[bytes]:
     )
 
 
-@given(st.one_of(st.binary(max_size=300), _mutations(_KP)))
-def test_key_package_identity(tally: Counter[str], data: bytes) -> None:
-    try:
-        user_id = key_package_user_id(data)
-    except MlsWireError as exc:
-        tally[f"rejected:{str(exc).split(' at ')[0][:40]}"] += 1
-        return
-    tally["accepted"] += 1
-    assert 0 <= user_id < 2**64
+def _mls_rejected(tally: Tally, exc: MlsWireError) -> None:
+    tally.counts[REJECTED + str(exc).split(" at ")[0][:40]] += 1
 
 
-@given(st.one_of(st.binary(max_size=300), _mutations(_COMMIT + b"\x00\x02" + bytes(30))))
-def test_commit_welcome_split(tally: Counter[str], data: bytes) -> None:
-    try:
-        commit, welcome = split_commit_welcome(data)
-    except MlsWireError as exc:
-        tally[f"rejected:{str(exc).split(' at ')[0][:40]}"] += 1
-        return
-    tally["accepted"] += 1
-    assert commit + (welcome or b"") == data
+def test_key_package_identity(tally: Tally) -> None:
+    @example(_KP)
+    @example(b"")
+    @given(st.one_of(st.binary(max_size=300), _mutations(_KP)))
+    def target(data: bytes) -> None:
+        tally.inputs += 1
+        try:
+            user_id = key_package_user_id(data)
+        except MlsWireError as exc:
+            _mls_rejected(tally, exc)
+            return
+        tally.counts[ACCEPTED] += 1
+        assert 0 <= user_id < 2**64
+
+    target()
+    tally.check()
+
+
+_COMMIT_WELCOME = _COMMIT + b"\x00\x02" + bytes(30)
+
+
+def test_commit_welcome_split(tally: Tally) -> None:
+    @example(_COMMIT)
+    @example(b"")
+    @given(st.one_of(st.binary(max_size=300), _mutations(_COMMIT_WELCOME)))
+    def target(data: bytes) -> None:
+        tally.inputs += 1
+        try:
+            commit, welcome = split_commit_welcome(data)
+        except MlsWireError as exc:
+            _mls_rejected(tally, exc)
+            return
+        tally.counts[ACCEPTED] += 1
+        assert commit + (welcome or b"") == data
+
+    target()
+    tally.check()
 
 
 snowflakes = st.one_of(st.integers(0, 2**64), st.integers(0, 2**64).map(str), json_scalars)
@@ -196,14 +234,23 @@ wire_values = st.one_of(
 )
 
 
-@given(st.sampled_from([GatewayFrame, VoiceIdentifyData, SelectProtocolData, VoiceResumeData]), wire_values)
-def test_emulator_wire_shapes(tally: Counter[str], shape: Any, value: Any) -> None:
-    try:
-        parse(shape, value, what=shape.__name__)
-    except WireError:
-        tally[f"rejected:{shape.__name__}"] += 1
-        return
-    tally[f"accepted:{shape.__name__}"] += 1
+def test_emulator_wire_shapes(tally: Tally) -> None:
+    @example(GatewayFrame, {"op": 1, "d": {}})
+    @example(VoiceIdentifyData, 5)
+    @given(
+        st.sampled_from([GatewayFrame, VoiceIdentifyData, SelectProtocolData, VoiceResumeData]), wire_values
+    )
+    def target(shape: Any, value: Any) -> None:
+        tally.inputs += 1
+        try:
+            parse(shape, value, what=shape.__name__)
+        except WireError:
+            tally.counts[f"{REJECTED}{shape.__name__}"] += 1
+            return
+        tally.counts[f"{ACCEPTED}:{shape.__name__}"] += 1
+
+    target()
+    tally.check()
 
 
 # --- scenario files --------------------------------------------------------------------------------
@@ -241,20 +288,27 @@ scenario_texts = st.one_of(
 )
 
 
-@given(scenario_texts)
-def test_scenario_file(tally: Counter[str], tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
-    path = tmp_path_factory.mktemp("scenario", numbered=True) / "scenario.json"
-    path.write_text(text, encoding="utf-8")
-    try:
-        load_scenario(path)
-    except EmulatorError as exc:
-        assert exc.code in ("SCENARIO_INVALID", "SCENARIO_FILE_MISSING"), exc.code
-        field = str(exc.details.get("field", "")).split(".")[0]
-        tally[f"rejected:{exc.code}{':' + field if field else ''}"] += 1
-        return
-    finally:
-        path.unlink()
-    tally["accepted"] += 1
+def test_scenario_file(tally: Tally, tmp_path_factory: pytest.TempPathFactory) -> None:
+    @example(json.dumps(_VALID))
+    @example("")
+    @given(scenario_texts)
+    def target(text: str) -> None:
+        tally.inputs += 1
+        path = tmp_path_factory.mktemp("scenario", numbered=True) / "scenario.json"
+        path.write_text(text, encoding="utf-8")
+        try:
+            load_scenario(path)
+        except EmulatorError as exc:
+            assert exc.code in ("SCENARIO_INVALID", "SCENARIO_FILE_MISSING"), exc.code
+            field = str(exc.details.get("field", "")).split(".")[0]
+            tally.counts[f"{REJECTED}{exc.code}{':' + field if field else ''}"] += 1
+            return
+        finally:
+            path.unlink()
+        tally.counts[ACCEPTED] += 1
+
+    target()
+    tally.check()
 
 
 # --- tool-call arguments ---------------------------------------------------------------------------
@@ -291,12 +345,24 @@ tool_arguments = st.one_of(
 )
 
 
-@given(st.sampled_from(_TOOL_NAMES), tool_arguments)
-def test_tool_call_arguments(tally: Counter[str], name: str, arguments: str) -> None:
-    result = run(_registry().call(ToolCall(id="c1", name=name, arguments=arguments)))
-    if result.ok:
-        tally[f"accepted:{name}"] += 1
-        json.loads(result.to_json())
-    else:
-        assert result.error_code and result.reason, result
-        tally[f"rejected:{result.error_code}"] += 1
+# A tool call the model got wrong is refused with one of these; TOOL_FAILED (a handler raised),
+# TOOL_TIMEOUT or TOOL_BAD_RESULT from these handlers would be a bug, not a rejection.
+_CLEAN_REFUSALS = (TOOL_UNKNOWN, TOOL_ARGUMENTS_MALFORMED, TOOL_ARGUMENTS_INVALID)
+
+
+def test_tool_call_arguments(tally: Tally) -> None:
+    @example("clock_now", "{}")
+    @example("rm_rf", "{}")
+    @given(st.sampled_from(_TOOL_NAMES), tool_arguments)
+    def target(name: str, arguments: str) -> None:
+        tally.inputs += 1
+        result = run(_registry().call(ToolCall(id="c1", name=name, arguments=arguments)))
+        if result.ok:
+            tally.counts[f"{ACCEPTED}:{name}"] += 1
+            json.loads(result.to_json())
+            return
+        assert result.error_code in _CLEAN_REFUSALS and result.reason, result
+        tally.counts[f"{REJECTED}{result.error_code}"] += 1
+
+    target()
+    tally.check()
