@@ -4,7 +4,9 @@ A request (a semantic tool call or the deterministic task phrase) is untrusted t
 context the bot itself knows: guild, voice-session generation, the speaker from SSRC attribution,
 control channel. The broker mints the action id, stores the proposal, delivers it (posted and pinned
 with Confirm / Reject buttons) and only then lets anything happen. Only the configured operator's
-click confirms; anyone else is refused and audited; a spoken "yes" is just a transcript. Stale
+click confirms; anyone else is refused and audited; a spoken "yes" is just a transcript. The plain
+Confirm grants at most ``workspace_write``; ``workspace_exec`` and ``external`` each need their own
+button, and a click on a button the proposal did not offer is refused. Stale
 voice-session generations, expired proposals and replayed clicks are refused. The same provider call
 id twice is the same action (idempotency key), so a retrying model cannot loop confirmations.
 
@@ -24,18 +26,26 @@ from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import (
     CONFIRM,
     CONFIRM_EXEC,
+    CONFIRM_EXTERNAL,
     CancelReply,
     ControlChannel,
     DeliveryFailed,
     ProposalView,
     VoiceSide,
 )
-from openab_voice.actions.requests import ActionRequest, BrokerSettings, Outcome, repeat_outcome
+from openab_voice.actions.requests import (
+    ActionRequest,
+    BrokerSettings,
+    Outcome,
+    granted_ceiling,
+    plain_ceiling,
+    repeat_outcome,
+)
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.errors import ActionError, StaleTransition
-from openab_voice.jobs import AWAITING_CONFIRMATION, EffectCeiling, JobEvent, JobStatus
+from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction
 
@@ -166,25 +176,30 @@ class ActionBroker:
         if not created:
             return repeat_outcome(record)
         self._jobs.changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
+        offered = self._offered(record)
         await self._jobs.call(
             self._store.audit,
             "proposed",
             actor=str(request.speaker_id),
             action_id=record.id,
-            detail={"source": request.source, "call_id": request.call_id[:100]},
+            detail={
+                "source": request.source,
+                "call_id": request.call_id[:100],
+                "offered": list(offered),
+            },
         )
-        wants_exec = asks_to_run(record.goal)
         exec_refusal = self._settings.exec_refusal()
         view = ProposalView(
             action_id=record.id,
             channel_id=record.text_channel_id,
             goal=record.goal,
             proposed_by=record.proposed_by,
-            effect_ceiling=_plain_ceiling(record.effect_hint).value,
+            effect_ceiling=plain_ceiling(record.effect_hint).value,
             expires_at=record.expires_at,
             source=request.source,
-            offers_exec=wants_exec and exec_refusal is None,
-            exec_note=exec_refusal if wants_exec else None,
+            offers_exec=CONFIRM_EXEC in offered,
+            exec_note=exec_refusal if asks_to_run(record.goal) else None,
+            offers_external=CONFIRM_EXTERNAL in offered,
             containment_note=self._settings.containment_notice,
         )
         try:
@@ -275,20 +290,40 @@ class ActionBroker:
             return await self._refuse_click(
                 action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
             )
-        if decision in (CONFIRM, CONFIRM_EXEC):
-            return await self._confirm(record, user_id, run_commands=decision == CONFIRM_EXEC)
+        if decision not in self._offered(record):
+            # The ceiling is what the proposal offered: a click on any other button (crafted, or on
+            # a message that no longer matches its proposal) grants nothing.
+            code, why = self._not_offered(decision)
+            return await self._refuse_click(action_id, user_id, code, why, decision=decision)
+        if decision in (CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL):
+            return await self._confirm(record, user_id, decision)
         return await self._reject(record, user_id)
 
-    async def _confirm(self, record: ActionRecord, user_id: int, *, run_commands: bool) -> Outcome:
+    def _offered(self, record: ActionRecord) -> tuple[str, ...]:
+        """The buttons ``record``'s proposal was posted with.
+
+        Derived, not stored: they are a pure function of the stored goal and (already capped) hint
+        and of this broker's settings, which are fixed for the process's life; and a click is only
+        honoured in the voice session that heard the request (``_stale``: its random id is new on
+        every join and every start), so the settings that judge a click are those that posted it.
+        """
+        return self._settings.offered_decisions(record.goal, record.effect_hint)
+
+    def _not_offered(self, decision: str) -> tuple[str, str]:
+        """The refusal of a click on a button the proposal did not offer."""
+        refusal = self._settings.exec_refusal()
+        if decision == CONFIRM_EXEC and refusal is not None:
+            return "ACTION_EXEC_UNAVAILABLE", refusal  # the proposal said why (ADR 0007)
+        return "ACTION_DECISION_NOT_OFFERED", f"this proposal did not offer the {decision} button"
+
+    async def _confirm(self, record: ActionRecord, user_id: int, decision: str) -> Outcome:
         clicked_at = self._clock.monotonic()
-        if run_commands:
+        if decision == CONFIRM_EXEC:
             # Only the operator's own button grants commands, and only inside an active sandbox.
             refusal = self._settings.exec_refusal()
             if refusal is not None:
                 return await self._refuse_click(record.id, user_id, "ACTION_EXEC_UNAVAILABLE", refusal)
-            ceiling = EffectCeiling.WORKSPACE_EXEC
-        else:
-            ceiling = _plain_ceiling(record.effect_hint)
+        ceiling = granted_ceiling(decision, record.effect_hint)
         try:
             confirmed = await self._jobs.apply(
                 record,
@@ -318,18 +353,21 @@ class ActionBroker:
         await self._close(rejected, f"Rejected by <@{user_id}>.")
         return Outcome(ok=True, message=f"Rejected `{record.id}`.", action=rejected)
 
-    async def _refuse_click(self, action_id: str, user_id: int, code: str, why: str) -> Outcome:
+    async def _refuse_click(
+        self, action_id: str, user_id: int, code: str, why: str, *, decision: str | None = None
+    ) -> Outcome:
         self._bus.publish(
             ConfirmationRefused(
                 at=self._clock.monotonic(), action_id=action_id, user_id=str(user_id), code=code
             )
         )
+        detail = {"code": code, "reason": why} | ({} if decision is None else {"decision": decision})
         await self._jobs.call(
             self._store.audit,
             "confirmation_refused",
             actor=str(user_id),
             action_id=action_id if await self._jobs.call(self._store.get, action_id) else None,
-            detail={"code": code, "reason": why},
+            detail=detail,
         )
         return Outcome(ok=False, message=f"Refused: {why}.", code=code)
 
@@ -456,9 +494,3 @@ class ActionBroker:
             await self._channel.close_proposal(channel_id=channel_id, message_id=message_id, note=note)
         except DeliveryFailed:
             log.warning("could not update proposal message %s", message_id)
-
-
-def _plain_ceiling(hint: EffectCeiling) -> EffectCeiling:
-    """The ceiling the plain Confirm button grants: the hint, but never ``workspace_exec`` (that one
-    only comes from its own button). ``external`` stays as the policy (``max_effect``) allowed it."""
-    return EffectCeiling.WORKSPACE_WRITE if hint is EffectCeiling.WORKSPACE_EXEC else hint

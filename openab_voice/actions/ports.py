@@ -19,11 +19,12 @@ from openab_voice.store.records import ActionRecord
 
 CONFIRM = "confirm"
 CONFIRM_EXEC = "confirm_exec"  # confirm with the workspace_exec ceiling: commands inside the sandbox
+CONFIRM_EXTERNAL = "confirm_external"  # confirm with the external ceiling: network and anything else
 REJECT = "reject"
 CUSTOM_ID_PREFIX = "openab:action"
 
 
-DECISIONS = (CONFIRM, CONFIRM_EXEC, REJECT)
+DECISIONS = (CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, REJECT)
 
 
 def button_id(decision: str, action_id: str) -> str:
@@ -59,7 +60,10 @@ class ProposalView:
     """What the operator sees before confirming: exactly what will be asked of the agent.
 
     ``offers_exec``: the goal asks to run something and the sandbox is active, so the proposal gets a
-    third button that confirms with ``workspace_exec``; ``exec_note`` says why it is not offered.
+    button that confirms with ``workspace_exec``; ``exec_note`` says why it is not offered.
+    ``offers_external``: the hint is ``external`` and ``OPENAB_ACTION_MAX_EFFECT`` allows it, so the
+    proposal gets a button that confirms with ``external``. The plain Confirm grants at most
+    ``workspace_write`` (``effect_ceiling``); a click is honoured only for a button offered here.
     """
 
     action_id: str
@@ -71,6 +75,7 @@ class ProposalView:
     source: str
     offers_exec: bool = False
     exec_note: str | None = None
+    offers_external: bool = False
     containment_note: str | None = None  # shown on every proposal when containment is off
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openab_voice.actions.phrases import asks_to_run
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, REJECT
 from openab_voice.config import ShardRange
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.records import ActionRecord
@@ -38,6 +40,37 @@ class BrokerSettings:
         if not self.max_effect.allows(EffectCeiling.WORKSPACE_EXEC):
             return f"OPENAB_ACTION_MAX_EFFECT is {self.max_effect.value}, below workspace_exec"
         return None
+
+    def offered_decisions(self, goal: str, hint: EffectCeiling) -> tuple[str, ...]:
+        """The buttons a proposal of ``goal`` with the effect ``hint`` is posted with, in order.
+
+        Confirm and Reject always; **Confirm + run commands** when the goal asks to run something
+        and ``workspace_exec`` can be granted here; **Confirm + network/external effects** when the
+        hint is ``external`` and ``OPENAB_ACTION_MAX_EFFECT`` allows it. The broker refuses a click
+        on any other button.
+        """
+        decisions = [CONFIRM]
+        if asks_to_run(goal) and self.exec_refusal() is None:
+            decisions.append(CONFIRM_EXEC)
+        if hint is EffectCeiling.EXTERNAL and self.max_effect.allows(EffectCeiling.EXTERNAL):
+            decisions.append(CONFIRM_EXTERNAL)
+        decisions.append(REJECT)
+        return tuple(decisions)
+
+
+def plain_ceiling(hint: EffectCeiling) -> EffectCeiling:
+    """The ceiling the plain Confirm grants: the hint, but never above ``workspace_write``.
+    ``workspace_exec`` and ``external`` each come only from their own button."""
+    return min(hint, EffectCeiling.WORKSPACE_WRITE, key=lambda c: c.rank)
+
+
+def granted_ceiling(decision: str, hint: EffectCeiling) -> EffectCeiling:
+    """The ceiling a confirming ``decision`` grants an action proposed with ``hint``."""
+    if decision == CONFIRM_EXEC:
+        return EffectCeiling.WORKSPACE_EXEC
+    if decision == CONFIRM_EXTERNAL:
+        return EffectCeiling.EXTERNAL
+    return plain_ceiling(hint)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

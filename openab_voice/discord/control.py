@@ -1,6 +1,7 @@
 """The control text channel on discord.py: pinned proposals with Confirm / Reject buttons, results.
 
-Buttons carry ``openab:action:<confirm|reject>:<action id>`` custom ids and no discord.py view
+Buttons carry ``openab:action:<decision>:<action id>`` custom ids (``confirm``, ``confirm_exec``,
+``confirm_external``, ``reject``: only those the proposal offered) and no discord.py view
 callback: clicks arrive as raw interactions (:meth:`VoiceBot.on_interaction`) and go to the broker,
 which checks the clicking user against the operator, so a restart does not lose them.
 """
@@ -14,7 +15,15 @@ from datetime import UTC, datetime
 
 import discord
 
-from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, REJECT, DeliveryFailed, ProposalView, button_id
+from openab_voice.actions.ports import (
+    CONFIRM,
+    CONFIRM_EXEC,
+    CONFIRM_EXTERNAL,
+    REJECT,
+    DeliveryFailed,
+    ProposalView,
+    button_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +39,7 @@ def proposal_text(proposal: ProposalView) -> str:
         f"Goal: {proposal.goal}\n"
         f"Effect ceiling: `{proposal.effect_ceiling}` · expires {expires}\n"
         + _exec_line(proposal)
+        + _external_line(proposal)
         + (f"⚠ Containment: {proposal.containment_note}.\n" if proposal.containment_note else "")
         + "Nothing runs until the operator presses Confirm. A spoken yes approves nothing."
     )
@@ -43,7 +53,16 @@ def _exec_line(proposal: ProposalView) -> str:
     return ""
 
 
-def _buttons(action_id: str, *, offers_exec: bool = False) -> discord.ui.View:
+def _external_line(proposal: ProposalView) -> str:
+    if proposal.offers_external:
+        return (
+            "**Confirm + network/external effects** grants `external`: network access and effects "
+            "outside the workspace. The plain Confirm grants at most `workspace_write`.\n"
+        )
+    return ""
+
+
+def _buttons(action_id: str, *, offers_exec: bool = False, offers_external: bool = False) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(
         discord.ui.Button(
@@ -56,6 +75,14 @@ def _buttons(action_id: str, *, offers_exec: bool = False) -> discord.ui.View:
                 label="Confirm + run commands",
                 style=discord.ButtonStyle.primary,
                 custom_id=button_id(CONFIRM_EXEC, action_id),
+            )
+        )
+    if offers_external:
+        view.add_item(
+            discord.ui.Button(
+                label="Confirm + network/external effects",
+                style=discord.ButtonStyle.secondary,
+                custom_id=button_id(CONFIRM_EXTERNAL, action_id),
             )
         )
     view.add_item(
@@ -88,7 +115,11 @@ class DiscordControlChannel:
         try:
             message = await channel.send(
                 proposal_text(proposal),
-                view=_buttons(proposal.action_id, offers_exec=proposal.offers_exec),
+                view=_buttons(
+                    proposal.action_id,
+                    offers_exec=proposal.offers_exec,
+                    offers_external=proposal.offers_external,
+                ),
                 allowed_mentions=_NO_MENTIONS,
             )
         except discord.DiscordException as exc:

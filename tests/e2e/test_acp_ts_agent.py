@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from openab_voice.actions.events import AgentProcessStarted, AgentToolCall, PermissionDecided
-from openab_voice.actions.ports import CONFIRM
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXTERNAL
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.records import ActionRecord
@@ -50,7 +50,11 @@ async def confirm(rig: PlaneRig, effect: EffectCeiling) -> str:
     assert outcome.ok and outcome.action is not None, outcome
     action_id = outcome.action.id
     clicked = await rig.broker.click(
-        decision=CONFIRM, action_id=action_id, user_id=OPERATOR, message_id=rig.channel.message_ids[action_id]
+        # external comes only from its own button (a plain Confirm grants at most workspace_write).
+        decision=CONFIRM_EXTERNAL if effect is EffectCeiling.EXTERNAL else CONFIRM,
+        action_id=action_id,
+        user_id=OPERATOR,
+        message_id=rig.channel.message_ids[action_id],
     )
     assert clicked.ok, clicked
     return action_id

@@ -12,13 +12,17 @@ import asyncio
 import shlex
 import sys
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import discord
 import pytest
 
 from openab_voice.actions.events import ActionChanged, ActionResultPosted, AgentProcessStarted
 from openab_voice.actions.plane import ActionPlane
-from openab_voice.actions.ports import CONFIRM, REJECT, button_id
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, REJECT, button_id
+from openab_voice.actions.requests import ActionRequest
 from openab_voice.actions.results import result_text
 from openab_voice.app import build_action_parts
 from openab_voice.bus import EventBus
@@ -27,7 +31,7 @@ from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.discord.control import DiscordControlChannel
 from openab_voice.engine.events import TranscriptFinal
-from openab_voice.jobs import JobStatus
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.database import open_engine
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
@@ -49,6 +53,21 @@ async def rig(
     request: pytest.FixtureRequest, db_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
     """The bot with actions on; ``indirect`` parametrization picks the scripted agent's mode."""
+    async with bot_with_actions(db_url, tmp_path, mode=getattr(request, "param", "normal")) as built:
+        yield built
+
+
+@pytest.fixture
+async def external_rig(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
+    """The bot with ``OPENAB_ACTION_MAX_EFFECT=external``: the widest policy an operator can set."""
+    async with bot_with_actions(db_url, tmp_path, action_max_effect="external") as built:
+        yield built
+
+
+@asynccontextmanager
+async def bot_with_actions(
+    db_url: str, tmp_path: Path, *, mode: str = "normal", **overrides: Any
+) -> AsyncIterator[tuple[BotOnEmulator, ActionPlane]]:
     clock = SystemClock()
     bus = EventBus()
     settings = load_settings(
@@ -56,11 +75,12 @@ async def rig(
         transcription_enabled=False,
         actions_enabled=True,
         operator_user_id=OPERATOR,
-        acp_agent_command=agent(getattr(request, "param", "normal")),
+        acp_agent_command=agent(mode),
         acp_turn_timeout_s=20.0,
         acp_cancel_grace_s=1.0,
         database_url=db_url,
         data_dir=tmp_path / "data",
+        **overrides,
     )
     parts = build_action_parts(settings, clock=clock)
     assert parts is not None
@@ -319,3 +339,97 @@ async def test_a_spoken_task_after_a_restart_on_the_same_store_is_proposed(
         assert len(store.audit_entries(kind="proposed")) == 2
     finally:
         store.close()
+
+
+async def external_proposal(h: BotOnEmulator, plane: ActionPlane) -> tuple[ActionRecord, JsonObject]:
+    """A proposal the model's ``start_agent_task`` asked ``external`` for, with the voice session's
+    trusted facts (as the semantic tool builds it); delivered (posted and pinned) on return."""
+    outcome = await plane.broker.propose(
+        ActionRequest(
+            goal="download the release notes from the project site",
+            effect_hint=EffectCeiling.EXTERNAL,
+            call_id="turn-1:call-1",
+            source="tool",
+            guild_id=h.emulator.guild_id,
+            voice_channel_id=h.session.channel.id,
+            text_channel_id=h.emulator.text_channel_id,
+            session_generation=h.session.generation,
+            voice_session_id=h.session.id,
+            speaker_id=OPERATOR,
+        )
+    )
+    assert outcome.ok and outcome.action is not None, outcome
+    [message] = proposals(h)
+    return outcome.action, message
+
+
+@pytest.mark.parametrize(
+    ("decision", "granted"),
+    [(CONFIRM, EffectCeiling.WORKSPACE_WRITE), (CONFIRM_EXTERNAL, EffectCeiling.EXTERNAL)],
+    ids=["plain-confirm", "external-button"],
+)
+async def test_external_is_granted_only_by_its_own_button(
+    external_rig: tuple[BotOnEmulator, ActionPlane], decision: str, granted: EffectCeiling
+) -> None:
+    """Issue 29: with ``OPENAB_ACTION_MAX_EFFECT=external`` a plain Confirm granted ``external``."""
+    h, plane = external_rig
+    action, message = await external_proposal(h, plane)
+    assert action.effect_hint is EffectCeiling.EXTERNAL
+    assert buttons(message) == [
+        button_id(CONFIRM, action.id),
+        button_id(CONFIRM_EXTERNAL, action.id),
+        button_id(REJECT, action.id),
+    ]
+    labels = [b.get("label") for row in message.get("components") or [] for b in row.get("components") or []]
+    assert labels == ["Confirm", "Confirm + network/external effects", "Reject"]
+    assert "Effect ceiling: `workspace_write`" in message["content"]
+    assert "**Confirm + network/external effects** grants `external`" in message["content"]
+
+    clicked = await h.emulator.click_button(OPERATOR, int(message["id"]), button_id(decision, action.id))
+    assert "Confirmed" in (await clicked.reply()).content
+    await plane.executor.wait_idle()
+    final = await plane.broker.get(action.id)
+    assert final is not None and final.confirmed_by == OPERATOR
+    assert final.effect_ceiling is granted
+    closed = next(m for m in h.emulator.messages() if m["id"] == message["id"])
+    assert f"(ceiling {granted.value})" in closed["content"] and not buttons(closed)
+
+
+async def forge_button(h: BotOnEmulator, message_id: int, custom_id: str) -> None:
+    """Show a button the proposal never offered on its message (a tampered or stale message): the
+    emulator, like Discord, only lets a user click a button the message has."""
+    channel = h.bot.get_channel(h.emulator.text_channel_id)
+    assert isinstance(channel, discord.TextChannel)
+    message = await channel.fetch_message(message_id)
+    view = discord.ui.View(timeout=None)
+    view.add_item(discord.ui.Button(label="Confirm (forged)", custom_id=custom_id))
+    await message.edit(view=view)
+
+
+@pytest.mark.parametrize("forged", [CONFIRM_EXEC, CONFIRM_EXTERNAL])
+async def test_a_click_on_a_button_the_proposal_did_not_offer_is_refused_and_nothing_runs(
+    external_rig: tuple[BotOnEmulator, ActionPlane], forged: str
+) -> None:
+    """Issue 29: the broker honoured a Confirm + run commands click on a proposal that never offered
+    it. The policy (external, sandbox active) would allow both ceilings; the proposal offered neither."""
+    h, plane = external_rig
+    seen: list[Event] = []
+    sub = h.bus.subscribe(Event, seen.append)
+    say(h, OPERATOR, "Start a task: write the release notes.", 1)
+    await until(lambda: bool(proposals(h)), "the proposal")
+    action = await delivered_action(plane, h)
+    message = proposals(h)[0]
+    assert buttons(message) == [button_id(CONFIRM, action.id), button_id(REJECT, action.id)]
+
+    await forge_button(h, int(message["id"]), button_id(forged, action.id))
+    clicked = await h.emulator.click_button(OPERATOR, int(message["id"]), button_id(forged, action.id))
+    reply = await clicked.reply()
+    sub.close()
+    assert reply.ephemeral and f"did not offer the {forged} button" in reply.content
+    record = await plane.broker.get(action.id)
+    assert record is not None and record.status is JobStatus.DELIVERED
+    assert (record.effect_ceiling, record.confirmed_by) == (None, None)
+    assert not plane.executor.running and not [e for e in seen if isinstance(e, AgentProcessStarted)]
+    [audit] = plane.store.audit_entries(action_id=action.id, kind="confirmation_refused")
+    assert audit.actor == str(OPERATOR)
+    assert (audit.detail["code"], audit.detail["decision"]) == ("ACTION_DECISION_NOT_OFFERED", forged)

@@ -20,8 +20,8 @@ from openab_voice.acp.sandbox import Sandbox, build_containment, find_bwrap
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.actions.events import AgentProcessStarted, AgentPromptSent
-from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC
-from openab_voice.actions.requests import BrokerSettings
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL
+from openab_voice.actions.requests import BrokerSettings, Outcome
 from openab_voice.clock import FakeClock, SystemClock
 from openab_voice.errors import AcpError
 from openab_voice.jobs import EffectCeiling, JobStatus
@@ -259,14 +259,48 @@ async def test_without_bubblewrap_workspace_exec_is_refused_with_the_reason(
         assert rig.store.require(outcome.action.id).status is JobStatus.DELIVERED  # still the operator's call
 
 
-def test_the_plain_confirm_never_grants_exec_and_max_effect_caps_it() -> None:
+@pytest.mark.parametrize("max_effect", [EffectCeiling.EXTERNAL, EffectCeiling.WORKSPACE_EXEC])
+async def test_the_plain_confirm_never_grants_exec_and_max_effect_caps_it(
+    bwrap: str, db_url: str, tmp_path: Path, max_effect: EffectCeiling
+) -> None:
+    """Issue 29: with ``OPENAB_ACTION_MAX_EFFECT=external`` the plain Confirm granted ``external``.
+
+    A goal that asks to run something, hinted ``external``: the plain Confirm grants
+    ``workspace_write`` whatever the policy allows; the external button is offered only where the
+    policy allows ``external``, and a click on it where it was not offered is refused.
+    """
     assert BrokerSettings(operator_user_id=1, exec_unavailable=None).exec_refusal() is not None  # max write
-    allowed = BrokerSettings(
-        operator_user_id=1, max_effect=EffectCeiling.WORKSPACE_EXEC, exec_unavailable=None
+    async with plane_rig(
+        db_url, tmp_path, clock=SystemClock(), sandbox=sandbox_for(tmp_path / "ws"), max_effect=max_effect
+    ) as rig:
+        outcome = await rig.broker.propose(
+            request("fetch the fixtures and run the tests", effect=EffectCeiling.EXTERNAL)
+        )
+        assert outcome.ok and outcome.action is not None, outcome
+        action_id = outcome.action.id
+        [proposal] = rig.channel.proposals()
+        assert proposal.effect_ceiling == "workspace_write" and proposal.offers_exec
+        assert proposal.offers_external is (max_effect is EffectCeiling.EXTERNAL)
+
+        if not proposal.offers_external:
+            refused = await click(rig, action_id, CONFIRM_EXTERNAL)
+            assert (refused.ok, refused.code) == (False, "ACTION_DECISION_NOT_OFFERED")
+        clicked = await click(rig, action_id, CONFIRM)
+        assert clicked.ok, clicked
+        await rig.executor.wait_idle()
+        record = rig.store.require(action_id)
+        assert record.effect_hint is min(max_effect, EffectCeiling.EXTERNAL, key=lambda c: c.rank)
+        assert record.effect_ceiling is EffectCeiling.WORKSPACE_WRITE
+
+
+async def click(rig: PlaneRig, action_id: str, decision: str) -> Outcome:
+    """The operator's click on ``decision`` on the proposal's own message."""
+    return await rig.broker.click(
+        decision=decision,
+        action_id=action_id,
+        user_id=OPERATOR,
+        message_id=rig.channel.message_ids[action_id],
     )
-    assert allowed.exec_refusal() is None
-    assert EffectCeiling.WORKSPACE_EXEC.allows(EffectCeiling.WORKSPACE_WRITE)
-    assert not EffectCeiling.WORKSPACE_EXEC.allows(EffectCeiling.EXTERNAL)
 
 
 async def test_an_agent_installed_under_tmp_still_runs_and_nothing_else_of_tmp_shows(
