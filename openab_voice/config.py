@@ -229,10 +229,11 @@ class Settings(BaseSettings):
 
     # --- tools ---
     tool_router_enabled: bool = Field(
-        default=False,
+        default=True,
         description=(
-            "Route the voice model's tool calls through the ToolRouter: per-turn budgets, output "
-            "truncation and an audit row per call in the job store's database."
+            "The voice model's tools, always through the ToolRouter: per-turn budgets, output "
+            "truncation and an audit row per call in the job store's database; false: no tool runs, "
+            "every call is refused (TOOL_ROUTER_DISABLED)."
         ),
     )
     tool_max_calls_per_turn: int = Field(default=4, ge=0, le=64, description="Tool calls per dialogue turn.")

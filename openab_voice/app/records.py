@@ -1,6 +1,7 @@
 """The record plane's long-lived parts: the job store's database opened (and migrated) for what the
-bot records outside the action plane: the ToolRouter's audit (``OPENAB_TOOL_ROUTER_ENABLED``) and the
-voice sessions' transcripts (``OPENAB_TRANSCRIPT_STORE``) and long-term memory (``OPENAB_MEMORY_ENABLED``)."""
+bot records outside the action plane: the ToolRouter's audit (``tool_calls``, whenever the spoken
+dialogue can call a tool), the voice sessions' transcripts (``OPENAB_TRANSCRIPT_STORE``) and long-term
+memory (``OPENAB_MEMORY_ENABLED``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from openab_voice.store.database import open_engine, resolve_url, upgrade
 from openab_voice.store.memory_rows import MemoryRows
 from openab_voice.store.tool_calls import ToolCallLog
 from openab_voice.store.transcripts import TranscriptStore
-from openab_voice.tools.router import RouterSettings
 
-__all__ = ["RecordParts", "build_record_parts", "rebuild_memory", "router_settings", "vectors_path"]
+__all__ = ["RecordParts", "build_record_parts", "rebuild_memory", "tools_audited", "vectors_path"]
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +30,7 @@ class RecordParts:
     """What :func:`build_record_parts` made; whoever built it calls :meth:`close`.
 
     Attributes:
-        router: the ToolRouter's budgets (None: tool calls go to the registry directly).
-        tool_calls: where the router's audit rows go.
+        tool_calls: where the ToolRouter's audit rows go (None: no audit, so the router runs no tool).
         transcripts: the stored transcripts (None: not stored).
         retention_s: how long a stored voice session is kept.
         memory: long-term memory, opened and checked (None: off, nothing read or written).
@@ -39,7 +38,6 @@ class RecordParts:
     """
 
     engine: Engine
-    router: RouterSettings | None = None
     tool_calls: ToolCallLog | None = None
     transcripts: TranscriptStore | None = None
     retention_s: float | None = None
@@ -52,13 +50,11 @@ class RecordParts:
         self.engine.dispose()
 
 
-def router_settings(settings: Settings) -> RouterSettings:
-    return RouterSettings(
-        max_calls_per_turn=settings.tool_max_calls_per_turn,
-        max_proposals_per_turn=settings.tool_max_proposals_per_turn,
-        max_runtime_s_per_turn=settings.tool_max_runtime_s_per_turn,
-        max_output_chars=settings.tool_max_output_chars,
-    )
+def tools_audited(settings: Settings) -> bool:
+    """Whether a session may call tools and so needs their audit log: the router is on, and speech is
+    transcribed (tools are called only by the spoken dialogue, which needs transcripts; a bot that
+    transcribes nothing calls no tool and opens no database for one)."""
+    return settings.tool_router_enabled and settings.transcription_enabled
 
 
 def vectors_path(settings: Settings) -> Path:
@@ -85,12 +81,12 @@ def build_record_parts(settings: Settings, *, clock: Clock | None = None) -> Rec
         StoreError: the database is unreachable or cannot be migrated.
         ProviderUnavailable: memory is on but its embedder or faiss-cpu is not installed.
     """
-    if not (settings.tool_router_enabled or settings.transcript_store or settings.memory_enabled):
+    audited = tools_audited(settings)
+    if not (audited or settings.transcript_store or settings.memory_enabled):
         return None
     url = resolve_url(settings)
     upgrade(url)
     engine = open_engine(url)
-    routed = settings.tool_router_enabled
     memory = None
     if settings.memory_enabled:
         memory = _memory(settings, engine, clock or SystemClock())
@@ -105,8 +101,7 @@ def build_record_parts(settings: Settings, *, clock: Clock | None = None) -> Rec
             )
     return RecordParts(
         engine=engine,
-        router=router_settings(settings) if routed else None,
-        tool_calls=ToolCallLog(engine) if routed else None,
+        tool_calls=ToolCallLog(engine) if audited else None,
         transcripts=TranscriptStore(engine) if settings.transcript_store else None,
         retention_s=settings.transcript_retention_days * 86_400.0,
         memory=memory,

@@ -42,19 +42,27 @@ from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
 from openab_voice.providers.realtime_openai import DEFAULT_VOICE
-from openab_voice.tools.registry import default_tools
-from openab_voice.tools.router import ToolRouter
+from openab_voice.tools.registry import ToolRegistry, default_tools
+from openab_voice.tools.router import RouterSettings, ToolRouter
 
 VoiceChannel = discord.VoiceChannel | discord.StageChannel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionOptions:
+    """What every session is built with.
+
+    Attributes:
+        tool_router: the ToolRouter's budgets; None: the router is off
+            (``OPENAB_TOOL_ROUTER_ENABLED=false``) and no tool runs.
+    """
+
     receiver: ReceiverSettings
     frontend: FrontEndSettings
     playback_enabled: bool
     playback_buffer_ms: int
     connect_timeout_s: float = 30.0
+    tool_router: RouterSettings | None = RouterSettings()
 
 
 def session_options(settings: Settings) -> SessionOptions:
@@ -69,6 +77,17 @@ def session_options(settings: Settings) -> SessionOptions:
         ),
         playback_enabled=settings.playback_enabled,
         playback_buffer_ms=settings.playback_buffer_ms,
+        tool_router=router_settings(settings) if settings.tool_router_enabled else None,
+    )
+
+
+def router_settings(settings: Settings) -> RouterSettings:
+    """The ToolRouter's budgets (``OPENAB_TOOL_*``)."""
+    return RouterSettings(
+        max_calls_per_turn=settings.tool_max_calls_per_turn,
+        max_proposals_per_turn=settings.tool_max_proposals_per_turn,
+        max_runtime_s_per_turn=settings.tool_max_runtime_s_per_turn,
+        max_output_chars=settings.tool_max_output_chars,
     )
 
 
@@ -84,7 +103,8 @@ class SessionFactory:
         providers: shared by every session (their owner closes them, not the session).
         broker: the action plane's broker (None: actions are off).
         action_channel_id: the configured control channel (None: the channel the join was asked in).
-        records: the record plane (the ToolRouter's budgets and audit); None: nothing recorded.
+        records: the record plane (the ToolRouter's audit log); None: nothing recorded, so no tool
+            runs either (the router fails closed without its audit log).
     """
 
     def __init__(
@@ -261,9 +281,7 @@ class SessionFactory:
             register_memory_tools(
                 registry, records.memory, guild_id=channel.guild.id, top_k=records.memory_top_k
             )
-        tools: ToolPath = registry
-        if records is not None and records.router is not None:
-            tools = ToolRouter(registry, clock=self._clock, settings=records.router, audit=records.tool_calls)
+        tools = self._tool_path(registry)
         engine: EngineFactory | None = None
         if providers.realtime is not None:
             # The same tool path as the cascade's; the engine offers the provider only the semantic ones.
@@ -286,6 +304,20 @@ class SessionFactory:
             session_id=session_id,
             memory=self._memory(channel),
             engine=engine,
+        )
+
+    def _tool_path(self, registry: ToolRegistry) -> ToolPath:
+        """The session's only tool path: the ToolRouter over ``registry``, whatever the settings. Off, it
+        runs nothing (``TOOL_ROUTER_DISABLED``); without the record plane's audit log it runs nothing
+        either (``TOOL_AUDIT_UNAVAILABLE``): a tool never runs unaudited."""
+        records = self._records
+        budgets = self._options.tool_router
+        return ToolRouter(
+            registry,
+            clock=self._clock,
+            settings=budgets,
+            audit=records.tool_calls if records is not None else None,
+            enabled=budgets is not None,
         )
 
     def _remember(self, channel: VoiceChannel, say: Say) -> RememberIntake | None:

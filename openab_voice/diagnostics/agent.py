@@ -56,7 +56,7 @@ from openab_voice.testing.dialogue_fakes import (
     drive,
     run_until,
 )
-from openab_voice.tools import CLOCK_NOW, default_tools
+from openab_voice.tools import CLOCK_NOW, MemoryAuditLog, ToolRouter, default_tools
 
 __all__ = ["run_agent_self_test"]
 
@@ -112,7 +112,8 @@ class _Harness:
             chat=self.chat,
             tts=self.tts,
             output=self.output,
-            tools=default_tools(self.clock),
+            # The one tool path, as a session's: the router, auditing into memory (no job store here).
+            tools=ToolRouter(default_tools(self.clock), clock=self.clock, audit=MemoryAuditLog()),
             roster=FakeRoster({"alice": "Alice", "bot": "Jarvis"}, bots=["bot"]),
             settings=DialogueSettings(bot_user_id="bot"),
             session_id=_SESSION,

@@ -132,7 +132,7 @@ class ConversationManager:
         chat: the chat model (the cascade; unused with ``engine``).
         tts: the text-to-speech provider (48 kHz stereo s16le; the cascade).
         output: the playback path (:class:`~openab_voice.discord.playback.Playback`; the cascade).
-        tools: the tool path (:class:`~openab_voice.tools.ToolRegistry`; the cascade).
+        tools: the tool path (:class:`~openab_voice.tools.ToolRouter`; the cascade).
         roster: who is in the channel.
         settings: dialogue settings (already negotiated: see :func:`~openab_voice.engine.settings.negotiate`).
         session_id: the voice session; stamped on every event published.

@@ -12,8 +12,9 @@ describes, so the frames written before the next sentence's first words arrive b
 sentence before. The captions are the provider's best effort, never exact speech output (the
 engine's capabilities say so).
 
-Tools: a ``function_call`` goes through the project's tool path (the ToolRouter / ActionBroker
-tools) exactly as the cascade's: a call outside :data:`REALTIME_TOOLS` is refused without running,
+Tools: a ``function_call`` goes through the project's only tool path (the ToolRouter, with its
+budgets and audit; off, it runs nothing) exactly as the cascade's: a call outside
+:data:`REALTIME_TOOLS` is refused without running,
 the trusted context (session, turn, speaker) comes from our state, and what goes back as
 ``function_call_output`` is the tool path's result (the broker's status: a proposal is never an
 approval). Then the next round is requested, up to ``max_tool_rounds``.

@@ -27,9 +27,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, assert_never
+from typing import Any, TypeAlias, assert_never
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
@@ -59,7 +59,8 @@ from openab_voice.providers.speech import (
     ToolCallRequested,
     ToolSpec,
 )
-from openab_voice.tools.registry import ToolContext, ToolResult
+from openab_voice.tools.registry import ToolContext
+from openab_voice.tools.router import ToolRouter
 
 __all__ = ["Hold", "ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
 
@@ -74,12 +75,9 @@ _WRITE_FRAMES = 10  # 200 ms of audio per write to the output
 FIRST_CLAUSE_CHARS = 16
 
 
-class ToolPath(Protocol):
-    """The one tool path (:class:`openab_voice.tools.ToolRegistry`)."""
-
-    def specs(self) -> Sequence[ToolSpec]: ...
-
-    async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult: ...
+ToolPath: TypeAlias = ToolRouter
+"""The one tool path: the :class:`~openab_voice.tools.router.ToolRouter` (budgets, truncation, audit;
+off, it runs nothing). A bare :class:`~openab_voice.tools.registry.ToolRegistry` is not one (ADR 0011)."""
 
 
 class ResponseError(OpenabError):

@@ -1,9 +1,11 @@
-"""The one path from a model's tool call to code. :class:`ToolRegistry` checks every call against the
-tool's declared schema before its handler runs, bounds it with a timeout on the injected clock, and
-turns every failure (unknown tool, malformed or invalid arguments, handler error, timeout) into a
-structured :class:`ToolResult`. :class:`ToolRouter` stands in front of it (``OPENAB_TOOL_ROUTER_ENABLED``):
-risk levels, per-turn call and runtime budgets, output truncation and an audit row per call. Tool
-calls are untrusted model output: they are validated, never obeyed."""
+"""The one path from a model's tool call to code: :class:`ToolRouter`, always. It holds the risk levels,
+the per-turn call and runtime budgets, output truncation and an audit row per call; off
+(``OPENAB_TOOL_ROUTER_ENABLED=false``) or without an audit log it runs nothing and says why
+(``TOOL_ROUTER_DISABLED``, ``TOOL_AUDIT_UNAVAILABLE``). Underneath, :class:`ToolRegistry` checks every
+call the router lets through against the tool's declared schema, bounds it with a timeout on the
+injected clock, and turns every failure (unknown tool, malformed or invalid arguments, handler error,
+timeout) into a structured :class:`ToolResult`. Tool calls are untrusted model output: they are
+validated, never obeyed."""
 
 from openab_voice.tools.registry import (
     CLOCK_NOW,
@@ -16,8 +18,11 @@ from openab_voice.tools.registry import (
 )
 from openab_voice.tools.router import (
     DEFAULT_RISKS,
+    TOOL_AUDIT_UNAVAILABLE,
     TOOL_BUDGET_EXCEEDED,
+    TOOL_ROUTER_DISABLED,
     Confirmation,
+    MemoryAuditLog,
     RouterSettings,
     ToolAuditLog,
     ToolCallAudit,
@@ -28,8 +33,11 @@ from openab_voice.tools.router import (
 __all__ = [
     "CLOCK_NOW",
     "DEFAULT_RISKS",
+    "TOOL_AUDIT_UNAVAILABLE",
     "TOOL_BUDGET_EXCEEDED",
+    "TOOL_ROUTER_DISABLED",
     "Confirmation",
+    "MemoryAuditLog",
     "RouterSettings",
     "ToolAuditLog",
     "ToolCallAudit",

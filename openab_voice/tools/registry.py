@@ -1,4 +1,8 @@
-"""Tool registry: the one path from a model's tool call to a handler.
+"""Tool registry: the tools, their schemas and handlers, underneath the ToolRouter.
+
+The registry is not a tool path of its own: the engine takes only a
+:class:`~openab_voice.tools.router.ToolRouter`, which calls :meth:`ToolRegistry.call` for what its
+budgets and audit let through (ADR 0011).
 
 A model's :class:`~openab_voice.providers.speech.ToolCall` is untrusted text. :meth:`ToolRegistry.call`
 never raises for anything the model did: an unknown tool, arguments that are not a JSON object, or

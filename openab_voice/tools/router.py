@@ -1,7 +1,12 @@
-"""The ToolRouter: the registry's tool path, with risk levels, per-turn budgets, truncation and audit.
+"""The ToolRouter: the only tool path, with risk levels, per-turn budgets, truncation and audit.
 
-:class:`ToolRouter` stands where the engine expects its tool path (``specs()`` and ``call()``, the
-same interface as :class:`~openab_voice.tools.registry.ToolRegistry`) and adds, around every call:
+:class:`ToolRouter` is the engine's tool path (``specs()`` and ``call()``); the
+:class:`~openab_voice.tools.registry.ToolRegistry` underneath only checks and runs what the router
+lets through. Around every call it adds:
+
+* **A closed door.** Off (``OPENAB_TOOL_ROUTER_ENABLED=false``) or without an audit log, the router
+  runs nothing: it offers the model no tools and answers any call with ``TOOL_ROUTER_DISABLED`` or
+  ``TOOL_AUDIT_UNAVAILABLE`` and a reason. A tool never runs unaudited (ADR 0011).
 
 * **Validation, strictly.** The registry checks names, JSON and types; the router also requires
   every tool's schema to refuse unknown fields (``additionalProperties: false``), so a misspelt
@@ -28,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -41,8 +46,11 @@ from openab_voice.tools.registry import ToolContext, ToolHandler, ToolRegistry, 
 
 __all__ = [
     "DEFAULT_RISKS",
+    "TOOL_AUDIT_UNAVAILABLE",
     "TOOL_BUDGET_EXCEEDED",
+    "TOOL_ROUTER_DISABLED",
     "Confirmation",
+    "MemoryAuditLog",
     "RouterSettings",
     "ToolAuditLog",
     "ToolCallAudit",
@@ -53,6 +61,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TOOL_BUDGET_EXCEEDED: Final = "TOOL_BUDGET_EXCEEDED"
+TOOL_ROUTER_DISABLED: Final = "TOOL_ROUTER_DISABLED"
+TOOL_AUDIT_UNAVAILABLE: Final = "TOOL_AUDIT_UNAVAILABLE"
+
+_DISABLED_REASON: Final = "tools are turned off on this bot; nothing was run: answer without them"
+_UNAUDITED_REASON: Final = (
+    "tool calls cannot be audited here (no job store database), so nothing was run: answer without them"
+)
 
 
 class ToolRisk(StrEnum):
@@ -146,6 +161,17 @@ class ToolAuditLog(Protocol):
     def record(self, entry: ToolCallAudit) -> None: ...
 
 
+class MemoryAuditLog:
+    """An audit log kept in memory, the newest ``limit`` rows: for a self-test on its fakes, where
+    there is no job store and the rows are only looked at before the process ends."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.entries: deque[ToolCallAudit] = deque(maxlen=limit)
+
+    def record(self, entry: ToolCallAudit) -> None:
+        self.entries.append(entry)
+
+
 @dataclass(slots=True)
 class _Spent:
     calls: int = 0
@@ -159,8 +185,11 @@ class ToolRouter:
     Args:
         registry: the tools; every one must have a risk level in ``risks`` and refuse unknown fields.
         clock: durations and the runtime budget are measured on it.
-        audit: where every call is recorded (None: nowhere, e.g. a self-test).
+        audit: where every call is recorded. None: there is nowhere to record, so nothing runs (every
+            call is refused with ``TOOL_AUDIT_UNAVAILABLE``): the router fails closed, never unaudited.
         risks: risk level by tool name.
+        enabled: False (``OPENAB_TOOL_ROUTER_ENABLED=false``): nothing runs; every call is refused with
+            ``TOOL_ROUTER_DISABLED`` (and recorded, when there is an audit log).
 
     Raises:
         ValueError: a registered tool has no risk level or its schema accepts unknown fields.
@@ -171,9 +200,10 @@ class ToolRouter:
         registry: ToolRegistry,
         *,
         clock: Clock,
+        audit: ToolAuditLog | None,
         settings: RouterSettings | None = None,
-        audit: ToolAuditLog | None = None,
         risks: Mapping[str, ToolRisk] = DEFAULT_RISKS,
+        enabled: bool = True,
     ) -> None:
         self._registry = registry
         self._clock = clock
@@ -182,12 +212,23 @@ class ToolRouter:
         self._risks = dict(risks)
         self._turns: OrderedDict[str, _Spent] = OrderedDict()
         self.audit_failures = 0
+        self._closed: tuple[str, str] | None = None
+        if not enabled:
+            self._closed = (TOOL_ROUTER_DISABLED, _DISABLED_REASON)
+        elif audit is None:
+            self._closed = (TOOL_AUDIT_UNAVAILABLE, _UNAUDITED_REASON)
+            log.warning("tool calls are refused: there is no audit log to record them in")
         for spec in registry.specs():
             self._check(spec)
 
     @property
     def settings(self) -> RouterSettings:
         return self._settings
+
+    @property
+    def refusal(self) -> str | None:
+        """Why no call runs (``TOOL_ROUTER_DISABLED``, ``TOOL_AUDIT_UNAVAILABLE``); None: calls run."""
+        return self._closed[0] if self._closed is not None else None
 
     def register(
         self, spec: ToolSpec, handler: ToolHandler, *, risk: ToolRisk, timeout_s: float | None = None
@@ -202,8 +243,8 @@ class ToolRouter:
         return self._risks.get(name) if name in self._registry else None
 
     def specs(self) -> list[ToolSpec]:
-        """The tools to offer to a model (the registry's)."""
-        return self._registry.specs()
+        """The tools to offer to a model (the registry's); none while the router runs nothing."""
+        return [] if self._closed is not None else self._registry.specs()
 
     async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
         """Run one call within its turn's budgets; every failure is a result, never an exception.
@@ -215,10 +256,13 @@ class ToolRouter:
         risk = self.risk(call.name)
         started_wall, started = self._clock.wall(), self._clock.monotonic()
         spent = self._spent(context.turn_id)
-        refusal = self._over_budget(spent, risk)
         duration_ms = 0.0
         truncated = False
-        if refusal is not None:
+        if self._closed is not None:
+            # Closed: no budget is spent and nothing reaches the registry, not even validation.
+            code, reason = self._closed
+            result = ToolResult(call_id=call.id, name=call.name, ok=False, error_code=code, reason=reason)
+        elif (refusal := self._over_budget(spent, risk)) is not None:
             result = ToolResult(
                 call_id=call.id, name=call.name, ok=False, error_code=TOOL_BUDGET_EXCEEDED, reason=refusal
             )

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from openab_voice.app.records import build_record_parts
+from openab_voice.app.sessions import session_options
 from openab_voice.clock import FakeClock
 from openab_voice.config import load_settings
 from openab_voice.errors import StoreError
@@ -20,7 +21,9 @@ from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.tool_calls import ToolCallLog
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from openab_voice.tools import (
+    TOOL_AUDIT_UNAVAILABLE,
     TOOL_BUDGET_EXCEEDED,
+    TOOL_ROUTER_DISABLED,
     Confirmation,
     RouterSettings,
     ToolCallAudit,
@@ -81,6 +84,7 @@ def clock() -> FakeClock:
 
 def _router(clock: FakeClock, audit: Any = None, **settings: Any) -> ToolRouter:
     registry = default_tools(clock)
+    audit = MemoryLog() if audit is None else audit
     router = ToolRouter(registry, clock=clock, settings=RouterSettings(**settings), audit=audit)
 
     async def note(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -152,13 +156,51 @@ def test_every_tool_needs_a_risk_and_a_closed_schema(clock: FakeClock) -> None:
 
     registry.register(_strict("unrated"), handler)
     with pytest.raises(ValueError, match="'unrated' has no risk level"):
-        ToolRouter(registry, clock=clock)
-    router = ToolRouter(default_tools(clock), clock=clock)
+        ToolRouter(registry, clock=clock, audit=MemoryLog())
+    router = ToolRouter(default_tools(clock), clock=clock, audit=MemoryLog())
     with pytest.raises(ValueError, match="must refuse unknown fields"):
         router.register(ToolSpec(name="open", description="open"), handler, risk=ToolRisk.READ)
     assert "open" not in [spec.name for spec in router.specs()]
     assert router.risk("clock_now") is ToolRisk.READ
     assert router.risk("no_such_tool") is None
+
+
+# --- closed: off, or nowhere to audit ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("enabled", "audit", "code"),
+    [
+        (False, "memory", TOOL_ROUTER_DISABLED),
+        (False, None, TOOL_ROUTER_DISABLED),
+        (True, None, TOOL_AUDIT_UNAVAILABLE),
+    ],
+)
+async def test_a_closed_router_runs_nothing_and_says_why(
+    clock: FakeClock, enabled: bool, audit: str | None, code: str
+) -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def note(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        ran.append(arguments)
+        return {"saved": arguments["text"]}
+
+    log = MemoryLog() if audit else None
+    router = ToolRouter(default_tools(clock), clock=clock, audit=log, enabled=enabled)
+    router.register(NOTE, note, risk=ToolRisk.WRITE)
+    assert router.refusal == code and router.specs() == []  # the model is offered nothing
+    for call in (_call("note", {"text": "hi"}), _call("note", "{not json"), _call("no_such_tool", {})):
+        result = await router.call(call, _turn())
+        assert (result.ok, result.error_code) == (False, code)
+        assert result.reason is not None and "nothing was run" in result.reason
+        assert json.loads(result.to_json()) == {"error": code, "reason": result.reason}
+    assert ran == []
+    if log is not None:  # refused calls are recorded where there is a log
+        assert [(e.tool, e.outcome, e.duration_ms) for e in log.entries] == [
+            ("note", code, 0.0),
+            ("note", code, 0.0),
+            ("no_such_tool", code, 0.0),
+        ]
 
 
 # --- budgets --------------------------------------------------------------------------------------
@@ -351,19 +393,26 @@ async def test_the_conversation_calls_through_the_router_with_its_turn_and_speak
 
 
 async def test_the_record_parts_follow_the_switch(tmp_path: Path, clock: FakeClock) -> None:
-    assert build_record_parts(load_settings({"OPENAB_DATA_DIR": str(tmp_path)})) is None
-    assert not (tmp_path / "openab-voice.db").exists()  # off: nothing opened, nothing written
+    # Nothing transcribed, so no dialogue and no tool call: nothing to audit, nothing opened.
+    deaf = {"OPENAB_DATA_DIR": str(tmp_path), "OPENAB_TRANSCRIPTION_ENABLED": "false"}
+    assert build_record_parts(load_settings(deaf)) is None
+    dialogue = {"OPENAB_PLAYBACK_ENABLED": "true", "OPENAB_DIALOGUE_ENABLED": "true"}
+    off = {"OPENAB_DATA_DIR": str(tmp_path), "OPENAB_TOOL_ROUTER_ENABLED": "false", **dialogue}
+    assert build_record_parts(load_settings(off)) is None  # off: no tool runs, so none is audited
+    assert not (tmp_path / "openab-voice.db").exists()
     env = {
         "OPENAB_DATA_DIR": str(tmp_path),
-        "OPENAB_TOOL_ROUTER_ENABLED": "true",
         "OPENAB_TOOL_MAX_CALLS_PER_TURN": "2",
         "OPENAB_TOOL_MAX_OUTPUT_CHARS": "300",
+        **dialogue,
     }
-    parts = build_record_parts(load_settings(env))
-    assert parts is not None and parts.router is not None and parts.tool_calls is not None
+    settings = load_settings(env)  # the router's switch at its default
+    parts = build_record_parts(settings)
+    assert parts is not None and parts.tool_calls is not None
+    budgets = session_options(settings).tool_router
     try:
-        assert (parts.router.max_calls_per_turn, parts.router.max_output_chars) == (2, 300)
-        router = ToolRouter(default_tools(clock), clock=clock, settings=parts.router, audit=parts.tool_calls)
+        assert budgets is not None and (budgets.max_calls_per_turn, budgets.max_output_chars) == (2, 300)
+        router = ToolRouter(default_tools(clock), clock=clock, settings=budgets, audit=parts.tool_calls)
         await router.call(_call("clock_now", {}), _turn())
         assert [e.tool for e in parts.tool_calls.entries()] == ["clock_now"]
     finally:
