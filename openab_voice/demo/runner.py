@@ -17,8 +17,10 @@ from openab_voice.app import build_app, probe_realtime
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock, wait_for
 from openab_voice.config import Settings
+from openab_voice.demo.channel import text_channel_report
 from openab_voice.demo.realtime import loopback_provider
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
+from openab_voice.demo.slash import SlashCall, voice_commands
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
 from openab_voice.report.builder import ReportBuilder
 from openab_voice.report.terminal import TerminalReporter
@@ -26,6 +28,7 @@ from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 
 ACTION_GRACE_S = 30.0
+COMMAND_WAIT_S = 60.0  # one /voice command's handler (a summary by the offline chat model included)
 OVER_BOT_WAIT_S = 15.0  # a barge-in line waits at most this long for the bot to be heard
 _PAUSE_S = 0.3  # no bot audio for this long: the bot paused (a gap between two packets is 20 ms)
 _POLL_S = 0.02
@@ -87,18 +90,25 @@ def scripted_agent_command() -> list[str]:
     return [sys.executable, "-m", "openab_voice.testing.acp_agent"]
 
 
-def _action_settings(scenario: Scenario, settings: Settings, data_dir: Path) -> Settings:
-    """Actions are on when the scenario names an operator: that speaker confirms, with this agent."""
-    if scenario.operator is None:
-        return settings
-    command = scenario.acp_agent or scripted_agent_command()
-    update: dict[str, Any] = {
-        "actions_enabled": True,
-        "operator_user_id": int(scenario.operator),
-        "acp_agent_command": shlex.join(command),
-    }
+def _demo_settings(scenario: Scenario, settings: Settings, data_dir: Path) -> Settings:
+    """The scenario's switches over ``settings``. Actions are on when it names an operator: that
+    speaker confirms, with this agent; ``meeting_record`` and ``memory`` set the transcript store and
+    long-term memory when given. Unless the data directory was set, the demo keeps its store,
+    memory and workspaces in ``data_dir`` (a scratch folder), out of the user's."""
+    update: dict[str, Any] = {"playback_enabled": True, "dialogue_enabled": scenario.dialogue}
+    if scenario.operator is not None:
+        command = scenario.acp_agent or scripted_agent_command()
+        update |= {
+            "actions_enabled": True,
+            "operator_user_id": int(scenario.operator),
+            "acp_agent_command": shlex.join(command),
+        }
+    if scenario.meeting_record is not None:
+        update["transcript_store"] = scenario.meeting_record
+    if scenario.memory is not None:
+        update["memory_enabled"] = scenario.memory
     if "data_dir" not in settings.model_fields_set:
-        update["data_dir"] = data_dir  # the demo keeps its store and workspaces out of the user's data dir
+        update["data_dir"] = data_dir
     return settings.model_copy(update=update)
 
 
@@ -129,11 +139,42 @@ async def _event_script(h: BotOnEmulator, event: EventItem) -> None:
         interaction = await h.emulator.click_button(user_id, message_id, button_id(event.click, action_id))
         print(f"[demo] {event.at:.1f}s: {event.by} clicked {event.click}: {await interaction.response()}")
         return
-    options: dict[str, Any] = {}
-    if event.subcommand in ("cancel", "reconcile"):
-        options["action_id"] = event.arguments[0] if event.arguments else (_latest_action_id(h) or "none")
-    reply = await h.command(event.subcommand, user_id=user_id, **options)
-    print(f"[demo] {event.at:.1f}s: /{event.slash} by {event.by}:\n{reply}")
+    await _slash_command(h, event.slash_call(), user_id, at=event.at)
+
+
+async def _slash_command(h: BotOnEmulator, call: SlashCall, user_id: int, *, at: float) -> None:
+    """Invoke ``call`` as ``user_id`` and wait until the bot's handler has returned, so that every
+    reply it sends (a deferral's follow-ups, a long summary's later parts) is in the report."""
+    options: dict[str, Any] = dict(call.options)
+    for name in call.missing:  # only FILLED_LATER options: the newest action the channel mentions
+        options[name] = _latest_action_id(h) or "none"
+    for spec in voice_commands()[call.subcommand]:
+        if spec.kind == "channel" and spec.name in options:
+            options[spec.name] = _channel_id(h, str(options[spec.name]))
+    interaction = await h.emulator.invoke_command(
+        user_id, "voice", subcommand=call.subcommand, options=options or None
+    )
+    # discord.py registers the listener when wait_for is called (before any await), and dispatches
+    # app_command_completion once the command's callback has returned (CommandTree._call).
+    completed = h.bot.wait_for("app_command_completion", check=lambda i, _c: i.id == interaction.id)
+    try:
+        await wait_for(h.clock, COMMAND_WAIT_S, completed)
+        ended = ""
+    except TimeoutError:
+        ended = f" (the bot's handler did not return within {COMMAND_WAIT_S:.0f} s)"
+    replies = "\n".join(
+        reply.content + "".join(f" [file {f.filename}, {len(f.data)} bytes]" for f in reply.files)
+        for reply in interaction.replies
+    )
+    print(f"[demo] {at:.1f}s: {interaction.command_text} by {user_id}{ended}:\n{replies or '(no reply)'}")
+
+
+def _channel_id(h: BotOnEmulator, value: str) -> int | str:
+    """A channel option's value: the emulator's channel by name (``voice``, ``general`` or ``text``)
+    or an id; anything else is passed on for the emulator to refuse."""
+    text, voice = h.emulator.text_channel_id, h.emulator.voice_channel_id
+    named = {"voice": voice, "general": text, "text": text}
+    return named.get(value.lower(), int(value) if value.isdigit() else value)
 
 
 def _latest_action_id(h: BotOnEmulator) -> str | None:
@@ -142,29 +183,6 @@ def _latest_action_id(h: BotOnEmulator) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-def text_channel_report(h: BotOnEmulator) -> list[dict[str, Any]]:
-    """The text channel as the emulator holds it: every message, whether pinned, its buttons."""
-    pinned = set(h.emulator.pins())
-    out = []
-    for message in h.emulator.messages():
-        buttons = [
-            {"label": b.get("label"), "custom_id": b.get("custom_id"), "disabled": bool(b.get("disabled"))}
-            for row in message.get("components") or []
-            for b in row.get("components") or []
-        ]
-        author = message.get("author") or {}
-        out.append(
-            {
-                "id": str(message["id"]),
-                "author": author.get("username", str(author.get("id", ""))),
-                "content": message.get("content", ""),
-                "pinned": int(message["id"]) in pinned,
-                "components": buttons,
-            }
-        )
-    return out
 
 
 async def run_demo(
@@ -178,9 +196,8 @@ async def run_demo(
     """Run ``scenario`` to its end and return the report (see README for its keys)."""
     bus = EventBus()
     # The demo speaks (greeting, answers), so playback and dialogue are enabled here, explicitly.
-    settings = settings.model_copy(update={"playback_enabled": True, "dialogue_enabled": scenario.dialogue})
     scratch = tempfile.TemporaryDirectory(prefix="openab-demo-")
-    settings = _action_settings(scenario, settings, Path(scratch.name))
+    settings = _demo_settings(scenario, settings, Path(scratch.name))
     clock = clock or SystemClock()
     report = ReportBuilder(bus)
     reporter = None if quiet else TerminalReporter(bus)
@@ -204,12 +221,15 @@ async def run_demo(
         await provider.aclose()
         raise
     tasks: list[asyncio.Task[Any]] = []
+    commands: list[asyncio.Task[Any]] = []  # the slash events due by the end
     try:
         async with BotOnEmulator.on(app, config, users=users) as h:
             for spec in scenario.speakers:
                 tasks.append(asyncio.create_task(_speaker_script(h, spec, spoken), name=f"speaker-{spec.id}"))
             for i, event in enumerate(scenario.events):
                 tasks.append(asyncio.create_task(_event_script(h, event), name=f"event-{i}"))
+                if event.slash is not None and event.at <= scenario.until:
+                    commands.append(tasks[-1])
             playback = h.session.playback
             if scenario.greeting and playback is not None:
                 tasks.append(asyncio.create_task(playback.play(greeting_pcm()), name="greeting"))
@@ -218,6 +238,10 @@ async def run_demo(
                 # A confirmed action still running gets a bounded while to finish and post its result.
                 with contextlib.suppress(TimeoutError):
                     await wait_for(clock, ACTION_GRACE_S, h.actions.executor.wait_idle())
+            # Each command due by now is answered in full (its own wait is bounded): its replies are
+            # in the report whether or not the handler took longer than the scenario allowed.
+            await asyncio.gather(*commands, return_exceptions=True)
+            text_channel = text_channel_report(h.emulator, users)
             status = await h.command("status")
             if not quiet:
                 print(status)
@@ -230,7 +254,6 @@ async def run_demo(
             if record_dir is not None:
                 h.recorder.write(record_dir)
             bot_audio_ms = h.emulator.bot_audio.ms
-            text_channel = text_channel_report(h)
         return report.build(
             names={s.id: s.name for s in scenario.speakers},
             bot_audio_ms=bot_audio_ms,

@@ -19,16 +19,22 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
          "leave_at": null}
       ],
       "operator": "1001",      # the only user whose button click confirms actions (actions on when set)
+      "meeting_record": true,  # store the session's transcript (/voice transcript, /voice summary); null: as configured
+      "memory": true,          # long-term memory ("remember that ...", /voice memory); null: as configured
       "acp_agent": ["cmd", "arg"],   # the ACP agent per action (default: the scripted test agent)
       "events": [              # things people do in the text channel, and things Discord does to voice
         {"at": 9.0, "click": "confirm", "by": "1001"},   # on the latest pending proposal
         {"at": 12.0, "slash": "voice actions", "by": "1002"},
+        {"at": 13.0, "slash": "voice memory forget:3", "by": "1001"},   # any /voice command, option:value
         {"at": 14.0, "voice": "close", "code": 4015}     # see openab_voice/testing/emulator/voice_events.py
       ]
     }
 
 ``file`` paths are relative to the scenario file's folder; any WAV rate / channel count works.
 ``say`` is synthesized with the local Piper voice before the demo starts.
+``slash`` is any command of the ``/voice`` group, checked against the group itself
+(:mod:`openab_voice.demo.slash`); every reply, ephemeral ones and attached files included, is in the
+report's ``text_channel``.
 ``send_before_speaking`` sends that many packets before the SSRC is announced (op 5).
 ``over_bot_after_s`` makes the line a barge-in: from ``at`` on, it waits until the bot has been
 heard for that many seconds without a pause (at most 15 s, then it is said anyway),
@@ -44,6 +50,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from openab_voice.demo.slash import SlashCall, parse_slash
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator.voice_events import VoiceAction, VoiceEvent
 
@@ -109,29 +116,24 @@ class EventItem(BaseModel):
             raise ValueError("click and slash events need 'by'")
         if self.code is not None or self.seconds is not None:
             raise ValueError("'code' and 'seconds' only go with 'voice'")
-        if self.slash is not None:
-            words = self.slash.split()
-            if len(words) < 2 or words[0] != "voice" or words[1] not in SLASH_SUBCOMMANDS:
-                raise ValueError(f"slash must be 'voice <{'|'.join(SLASH_SUBCOMMANDS)}> [args]'")
         return self
+
+    @field_validator("slash")
+    @classmethod
+    def _known_command(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_slash(value)  # a ValueError naming the command or option, reported at events.<i>.slash
+        return value
 
     def voice_event(self) -> VoiceEvent:
         """The voice event this item names (``voice`` must be set)."""
         assert self.voice is not None
         return VoiceEvent(at=self.at, voice=self.voice, code=self.code, seconds=self.seconds)
 
-    @property
-    def subcommand(self) -> str:
+    def slash_call(self) -> SlashCall:
+        """The ``/voice`` command this item names (``slash`` must be set), its options typed."""
         assert self.slash is not None
-        return self.slash.split()[1]
-
-    @property
-    def arguments(self) -> list[str]:
-        assert self.slash is not None
-        return self.slash.split()[2:]
-
-
-SLASH_SUBCOMMANDS = ("status", "actions", "cancel", "reconcile", "leave")
+        return parse_slash(self.slash)
 
 
 class Scenario(BaseModel):
@@ -148,6 +150,8 @@ class Scenario(BaseModel):
     bot_name: str = Field(default="Jarvis", min_length=1, max_length=32)
     speakers: list[SpeakerSpec] = Field(min_length=1)
     operator: str | None = None
+    meeting_record: bool | None = None
+    memory: bool | None = None
     acp_agent: list[str] | None = Field(default=None, min_length=1)
     events: list[EventItem] = Field(default_factory=list)
 
@@ -167,17 +171,26 @@ class Scenario(BaseModel):
         return self
 
 
+def bundled_scenario_path(name: str) -> Path:
+    """A scenario shipped in ``openab_voice/demo/scenarios``: ``default``, ``meeting-record`` ..."""
+    return Path(str(resources.files("openab_voice.demo") / "scenarios" / f"{name}.json"))
+
+
 def default_scenario_path() -> Path:
-    return Path(str(resources.files("openab_voice.demo") / "scenarios" / "default.json"))
+    return bundled_scenario_path("default")
 
 
 def load_scenario(path: Path | None) -> Scenario:
-    """Parse and validate a scenario; relative audio paths resolve against its folder.
+    """Parse and validate a scenario; relative audio paths resolve against its folder. A bare name
+    that is no file here (``meeting-record``) is the bundled scenario of that name.
 
     Raises:
         EmulatorError: ``SCENARIO_INVALID`` naming the field, or ``SCENARIO_FILE_MISSING``.
     """
     path = path or default_scenario_path()
+    if len(path.parts) == 1 and not path.exists():
+        bundled = bundled_scenario_path(path.name.removesuffix(".json"))
+        path = bundled if bundled.is_file() else path
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

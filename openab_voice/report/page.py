@@ -296,19 +296,29 @@ def _actions_section(actions: Sequence[Mapping[str, Any]], names: Mapping[str, s
 
 
 def _channel_section(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The channel's messages and the ephemeral replies only their user saw, with the command each
+    answers and its files (names and sizes: the report never holds a file's body)."""
     rows = []
     for m in messages:
         buttons = ", ".join(_e(b.get("label")) for b in m.get("components", [])) or ""
+        notes = [
+            f"file {_e(a.get('filename'))}, {_e(a.get('size'))} bytes" for a in m.get("attachments") or []
+        ]
+        if m.get("ephemeral"):
+            notes.insert(0, f"only {_e(m.get('visible_to'))} sees this")
+        command = m.get("command")
         rows.append(
             [
                 _e(m.get("author")),
-                f'<div class="msg">{_e(m.get("content"))}</div>',
+                f'<div class="msg">{_e(m.get("content"))}</div>'
+                + "".join(f'<div class="muted">{note}</div>' for note in notes),
+                f"<code>{_e(command)}</code> by {_e(m.get('command_by'))}" if command else "",
                 "yes" if m.get("pinned") else "",
                 buttons,
             ]
         )
     table = (
-        _table(["author", "message", "pinned", "buttons"], rows)
+        _table(["author", "message", "reply to", "pinned", "buttons"], rows)
         if rows
         else '<p class="muted">No messages.</p>'
     )

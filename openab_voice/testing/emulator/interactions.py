@@ -37,6 +37,7 @@ KNOWN_CALLBACKS = frozenset(
     }
 )
 DEFAULT_TIMEOUT = 5.0
+_SUBCOMMAND_TYPES = (1, 2)  # application command option types SUB_COMMAND, SUB_COMMAND_GROUP
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +73,7 @@ class Interaction:
         name: the command name (commands only).
         custom_id: the component's custom id (components only).
         source_message_id: the message whose component was clicked (components only).
+        data: the INTERACTION_CREATE ``data`` the bot was sent (its command path and options).
         callbacks: raw callback bodies ``{"type", "data"}`` in arrival order (Discord accepts one).
         followups: follow-up messages, in order.
         edits: message payloads after each ``@original`` edit.
@@ -90,6 +92,7 @@ class Interaction:
         name: str | None = None,
         custom_id: str | None = None,
         source_message_id: int | None = None,
+        data: JsonObject | None = None,
     ) -> None:
         self.id = interaction_id
         self.token = token
@@ -99,6 +102,7 @@ class Interaction:
         self.name = name
         self.custom_id = custom_id
         self.source_message_id = source_message_id
+        self.data = copy.deepcopy(data)
         self.callbacks: list[JsonObject] = []
         self.followups: list[JsonObject] = []
         self.edits: list[JsonObject] = []
@@ -111,6 +115,21 @@ class Interaction:
     @property
     def original_message_id(self) -> int | None:
         return None if self.original is None else int(self.original["id"])
+
+    @property
+    def command_text(self) -> str | None:
+        """A command as Discord's client shows it, ``/voice memory forget:12`` (None for components)."""
+        if self.kind != "command" or self.data is None:
+            return None
+        words = [f"/{self.data.get('name', self.name)}"]
+        options: list[JsonObject] = list(self.data.get("options") or [])
+        while len(options) == 1 and options[0].get("type") in _SUBCOMMAND_TYPES:
+            words.append(str(options[0]["name"]))  # its own options are inside it
+            options = list(options[0].get("options") or [])
+        resolved: JsonObject = self.data.get("resolved") or {}
+        for option in options:
+            words.append(f"{option['name']}:{_shown(option.get('value'), resolved)}")
+        return " ".join(words)
 
     @property
     def callback_type(self) -> int | None:
@@ -172,6 +191,19 @@ class Interaction:
             )
         )
         self._replied.set()
+
+
+def _shown(value: object, resolved: JsonObject) -> str:
+    """An option value as the client shows it: ``#channel`` and ``@user`` for resolved ids."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    channel = (resolved.get("channels") or {}).get(str(value))
+    if channel is not None:
+        return f"#{channel.get('name', value)}"
+    user = (resolved.get("users") or {}).get(str(value))
+    if user is not None:
+        return f"@{user.get('username', value)}"
+    return str(value)
 
 
 class InteractionRegistry:

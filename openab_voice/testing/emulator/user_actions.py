@@ -69,7 +69,9 @@ class UserActions:
         channel = self._channel(channel_id)
         self._state.user(user_id)
         data = self._commands.invocation_data(self._state, name, subcommand=subcommand, options=options)
-        interaction = self._new_interaction(kind="command", user_id=user_id, channel_id=channel, name=name)
+        interaction = self._new_interaction(
+            kind="command", user_id=user_id, channel_id=channel, name=name, data=data
+        )
         payload = interaction_create(
             self._state, interaction, interaction_type=APPLICATION_COMMAND, data=data
         )
