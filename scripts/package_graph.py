@@ -16,7 +16,7 @@ import grimp
 
 
 def package_edges(root: str = "openab_voice") -> dict[str, set[str]]:
-    graph = grimp.build_graph(root)
+    graph = grimp.build_graph(root, cache_dir=None)  # no .grimp_cache/ left in the tree
     edges: dict[str, set[str]] = defaultdict(set)
     for module in graph.modules:
         edges[_top(module)]
