@@ -159,8 +159,8 @@ class RealtimeEngine:
 
     @property
     def advisory(self) -> list[str]:
-        """The provider's own speech events, kept for inspection; never acted on."""
-        return self._session.advisory
+        """The provider's latest speech events, kept for inspection; never acted on."""
+        return list(self._session.advisory)
 
     async def open(self) -> None:
         """Start capturing and connect (in the background; a failure reports ``ProviderLost``)."""

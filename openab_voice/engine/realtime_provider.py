@@ -15,6 +15,7 @@ engine stays down.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -61,6 +62,41 @@ class ResponseRoute(Protocol):
         ...
 
 
+# A session lives as long as the call: what it keeps per event or per response must be bounded.
+ADVISORY_KEPT = 64
+# Cancelled or settled responses whose late events are dropped. Only the last few can still stream
+# (a response is cancelled and settled within a turn); an id evicted after this many newer ones is
+# long finished.
+STALE_KEPT = 256
+
+
+class RecentIds:
+    """A set of the ``limit`` most recently added ids (the oldest is forgotten first)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._ids: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def add(self, item: str) -> None:
+        self._ids[item] = None
+        self._ids.move_to_end(item)
+        while len(self._ids) > self._limit:
+            self._ids.popitem(last=False)
+
+    def update(self, items: list[str]) -> None:
+        for item in items:
+            self.add(item)
+
+    def clear(self) -> None:
+        self._ids.clear()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
 class ProviderSession:
     """One conversation's provider session, kept alive (see the module docstring).
 
@@ -91,9 +127,9 @@ class ProviderSession:
         self.phase = LinkPhase.CONNECTING
         self.failure: OpenabError | None = None
         """A failure that is not retried (auth, unknown model): the session stays down."""
-        self.advisory: list[str] = []
-        """The provider's own speech events, kept for inspection; never acted on."""
-        self._stale: set[str] = set()  # provider response ids whose events are dropped
+        self.advisory: collections.deque[str] = collections.deque(maxlen=ADVISORY_KEPT)
+        """The provider's latest speech events, kept for inspection; never acted on."""
+        self._stale = RecentIds(STALE_KEPT)  # provider response ids whose events are dropped
         self._orphans = 0  # responses cancelled before their response.created arrived
 
     @property

@@ -2,7 +2,8 @@
 hosts two guilds (one per shard), against one PostgreSQL, with one shared executor worker.
 
 Each process IDENTIFYs with its shard and is given only its guild; the ``/voice join`` of a guild
-reaches only its shard, which alone holds that voice session; a task spoken in each guild is proposed,
+reaches only its shard, which alone holds that voice session; a task requested in each guild (the
+operator's final transcript handed to that process's session as the transcriber would: no audio) is proposed,
 confirmed, run once by the worker and delivered by that guild's shard only (its result in its own
 guild's channel). The bot processes are the application's own bot on a link to the emulator
 (``tests/e2e/shard_bot.py``), configured by environment as a pod is.
