@@ -14,6 +14,11 @@ the one place that applies its effects (the response ones through
 stopped first, tasks cancelled, heard sentences committed, false-interruption recovery armed after a
 barge-in), commit a finished one, or discard a failed one and recover to listening.
 
+Recoverable errors (see :mod:`openab_voice.engine.state`) all pass through ``recovering``: a failed
+response is discarded first; a failed speech-to-text decode (the desk hands on the transcriber's
+``ErrorRaised`` with ``stage="stt"``) needs no cleanup, its utterance already discarded; after a
+failed memory recall (``MEMORY_RECALL_FAILED``) the turn is answered again, without memory.
+
 Published: ``DialogueStateChanged`` (every transition), ``TurnAccepted`` / ``TurnIgnored``,
 ``InterruptionDetected``, ``BotUtteranceFinished``, ``ErrorRaised``, ``LatencyMeasured``
 (``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner),
@@ -52,7 +57,7 @@ from openab_voice.engine.events import (
 from openab_voice.engine.expiry import AnnouncementQueue, SpeechCause
 from openab_voice.engine.handle import SpeechOutput
 from openab_voice.engine.interruption import InterruptionController, ResumePlan, resume_plan
-from openab_voice.engine.response import ToolPath
+from openab_voice.engine.response import MEMORY_RECALL_FAILED, ToolPath
 from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import (
     BUSY,
@@ -63,6 +68,8 @@ from openab_voice.engine.state import (
     Effect,
     IllegalTransition,
     InterruptResponse,
+    ProviderFailed,
+    Recover,
     Recovered,
     ResponseCancelled,
     ResumeRequested,
@@ -119,6 +126,7 @@ _Heard = (
     | SpeculationWithdrawn
     | SpeechStarted
     | SpeechEnded
+    | ErrorRaised
 )
 _Item = _Heard | _Claimed | _WindowExpired | _Announce | DialogueInput
 
@@ -202,6 +210,8 @@ class ConversationManager:
         # a response's progress reports must never be dropped.
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
         self._prepared: dict[str, PreparedResponse] = {}
+        self._running: tuple[str, PreparedResponse] | None = None  # the started response's
+        self._retry: tuple[str, PreparedResponse] | None = None  # a turn to answer again (no memory)
         self._early_names = EarlyNames()
         self._tasks = TaskOwner(f"conversation {session_id}")  # the loop and the interruption window
         self._timer: asyncio.Task[None] | None = None
@@ -243,8 +253,8 @@ class ConversationManager:
             self._inbox.put_nowait(_Announce(text=text, cause=cause))
 
     def hear(self, event: _Heard) -> None:
-        """What the session heard: a transcript event (the desk) or a speech boundary (the front
-        end's speech sink), in order; handled by the loop. Ignored before :meth:`start` and after
+        """What the session heard: a transcript event or a speech-to-text failure (the desk) or a
+        speech boundary (the front end's speech sink), in order; handled by the loop. Ignored before :meth:`start` and after
         :meth:`aclose`."""
         if self._phase is _Phase.LISTENING:
             self._inbox.put_nowait(event)
@@ -325,11 +335,27 @@ class ConversationManager:
                 await self._resume(self._controller.on_window_expired(item.token))
             case _Announce():
                 self._announcements.add(item.text, item.cause)
+            case ErrorRaised():
+                if item.stage == "stt" and item.retryable:
+                    failed = ProviderFailed(
+                        kind="stt", code=item.code, message=item.message, retryable=item.retryable
+                    )
+                    await self._dispatch(failed)
             case Recovered() if self._snap.state is not DialogueState.RECOVERING:
                 pass  # the engine reconnected after a recovery that already ended (a discard's)
             case _:
                 await self._dispatch(item)
+        await self._answer_again()
         await self._next_announcement()
+
+    async def _answer_again(self) -> None:
+        """After a failed memory recall, once listening again: the same turn, without memory."""
+        if self._retry is None or self._snap.state is not DialogueState.LISTENING:
+            return
+        (turn_id, prepared), self._retry = self._retry, None
+        response_id = f"{turn_id}-without-memory"
+        self._prepared[response_id] = replace(prepared, recall=False)
+        await self._dispatch(UserTurn(turn_id=turn_id, response_id=response_id))
 
     async def _next_announcement(self) -> None:
         if not self._announcements or self._snap.state is not DialogueState.LISTENING:
@@ -499,6 +525,7 @@ class ConversationManager:
             case StartResponse():
                 prepared = self._prepared.pop(effect.response_id)
                 self._prepared.clear()  # anything else prepared was never started
+                self._running = (effect.turn_id, prepared)
                 if not effect.resume:
                     self._controller.clear()
                 self._responses.start(effect, prepared)
@@ -516,8 +543,15 @@ class ConversationManager:
                 return None
             case DiscardResponse():
                 await self._responses.discard(effect)
+                running, self._running = self._running, None
+                if effect.code == MEMORY_RECALL_FAILED and running is not None and running[1].recall:
+                    self._retry = running  # answered again once recovered (see _answer_again)
                 # An engine still reconnecting reports Recovered itself once its new session is up.
                 return Recovered() if self._responses.ready else None
+            case Recover():
+                # Speech-to-text: the transcriber reported the error and discarded the utterance;
+                # the next one decodes afresh, so listening may resume at once.
+                return Recovered()
             case _:
                 assert_never(effect)
 

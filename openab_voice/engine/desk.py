@@ -11,7 +11,9 @@ it on synchronously, so each event is handled before the next one is routed:
 * a ``TranscriptSpeculative`` that an intake would take never reaches the conversation (no answer
   is prepared for a request); other speculatives, partials, withdrawals and discards go straight
   to it;
-* observations (latency, backlog, errors) stop here: the bus already carried them.
+* a speech-to-text failure (``ErrorRaised`` with ``stage="stt"``) goes to the conversation, which
+  passes through ``recovering`` for it (the spec's recoverable STT error);
+* other observations (latency, backlog, errors) stop here: the bus already carried them.
 
 A consumer that raises is logged and skipped: the others, later events and the transcriber go on.
 The desk is per session, so nothing here filters by ``session_id``.
@@ -23,6 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
@@ -37,7 +40,12 @@ __all__ = ["Heard", "Intake", "Listener", "TranscriptDesk"]
 log = logging.getLogger(__name__)
 
 Heard = (
-    TranscriptFinal | TranscriptPartial | TranscriptDiscarded | TranscriptSpeculative | SpeculationWithdrawn
+    TranscriptFinal
+    | TranscriptPartial
+    | TranscriptDiscarded
+    | TranscriptSpeculative
+    | SpeculationWithdrawn
+    | ErrorRaised
 )
 """What the conversation hears from the desk."""
 E = TypeVar("E", bound=Heard)
@@ -91,6 +99,9 @@ class TranscriptDesk:
                 if conversation is not None and not self._would_claim(event.text):
                     _guarded(conversation.hear, event)
             case TranscriptPartial() | TranscriptDiscarded() | SpeculationWithdrawn():
+                if conversation is not None:
+                    _guarded(conversation.hear, event)
+            case ErrorRaised() if event.stage == "stt":
                 if conversation is not None:
                     _guarded(conversation.hear, event)
             case _:

@@ -62,7 +62,15 @@ from openab_voice.providers.speech import (
 from openab_voice.tools.registry import ToolContext
 from openab_voice.tools.router import ToolRouter
 
-__all__ = ["Hold", "ResponseDeps", "ResponseError", "ResponseRequest", "ResponseRunner", "ToolPath"]
+__all__ = [
+    "MEMORY_RECALL_FAILED",
+    "Hold",
+    "ResponseDeps",
+    "ResponseError",
+    "ResponseRequest",
+    "ResponseRunner",
+    "ToolPath",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +88,12 @@ ToolPath: TypeAlias = ToolRouter
 off, it runs nothing). A bare :class:`~openab_voice.tools.registry.ToolRegistry` is not one (ADR 0011)."""
 
 
+MEMORY_RECALL_FAILED = "MEMORY_RECALL_FAILED"
+"""The code a response fails with when long-term memory could not be recalled for its turn."""
+
+
 class ResponseError(OpenabError):
-    """A provider failed while a response ran; ``stage`` is ``llm``, ``tts``, ``playback`` or ``tools``."""
+    """A provider failed while a response ran; ``stage`` is ``llm``, ``tts``, ``playback``, ``tools`` or ``memory``."""
 
     code = "ENGINE_RESPONSE_FAILED"
     retryable = True
@@ -118,6 +130,7 @@ class ResponseRequest:
             strips them.
         own_name: the bot's name (its wake name): stripped as a label or vocative, and a reply
             that is only this name is not said.
+        recall: recall long-term memory for the turn (False: answer without it).
     """
 
     messages: tuple[ChatMessage, ...]
@@ -128,6 +141,7 @@ class ResponseRequest:
     cause: SpeechCause | None = None
     labels: tuple[str, ...] = ()
     own_name: str | None = None
+    recall: bool = True
 
 
 class Hold:
@@ -321,13 +335,15 @@ class ResponseRunner:
     async def _recalled(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The request with the turn's long-term memory, when there is memory and a user turn."""
         memory = self._d.memory
-        if memory is None or not messages or messages[-1].role != "user":
+        if memory is None or not self._request.recall or not messages or messages[-1].role != "user":
             return messages
         try:
             lines = await memory.recall(speaker_id=self._request.speaker_id, text=messages[-1].content)
-        except Exception:  # the answer goes on without memory rather than not at all
-            log.warning("response %s: memory recall failed", self._handle.response_id, exc_info=True)
-            return messages
+        except Exception as exc:
+            # A recoverable memory error: the response fails (recovering), and the conversation
+            # answers the turn again without memory, rather than not at all.
+            cause = exc.code if isinstance(exc, OpenabError) else type(exc).__name__
+            raise ResponseError(f"memory: {cause}: {exc}", code=MEMORY_RECALL_FAILED, stage="memory") from exc
         return with_memory(messages, lines)
 
     async def _stream_round(

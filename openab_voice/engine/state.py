@@ -16,7 +16,16 @@ States are the spec's seven. The table (``busy`` is ``thinking | speaking | tool
     recovering   --Recovered-----------> listening
     listening    --ProviderLost--------> recovering    (the engine's provider connection dropped)
     busy         --ProviderLost--------> recovering    DiscardResponse
+    listening    --ProviderFailed------> recovering    Recover   (a failure outside any response: STT)
     not idle     --Stop----------------> idle          InterruptResponse(stopped) if a response runs
+
+Every recoverable error the spec lists goes to ``recovering`` and back to ``listening``: the chat
+model, TTS, playback, tool path and memory recall fail inside a response (``ResponseFailed``, the
+code names which: memory recall is ``MEMORY_RECALL_FAILED``), the realtime provider loses its session
+(``ProviderLost``), and speech-to-text fails outside any response (``ProviderFailed(kind="stt")``).
+A ``ProviderFailed`` while a response runs leaves it alone (the failed decode is not the response's,
+and the transcriber already discarded its utterance); in idle, recovering or interrupted it changes
+nothing.
 
 Inputs from a response that is no longer current (a report the runner queued just before it
 was cancelled) carry a stale ``response_id`` and change nothing. Anything else that does not fit the
@@ -45,7 +54,9 @@ __all__ = [
     "Effect",
     "IllegalTransition",
     "InterruptResponse",
+    "ProviderFailed",
     "ProviderLost",
+    "Recover",
     "Recovered",
     "ResponseCancelled",
     "ResponseFailed",
@@ -200,6 +211,18 @@ class ProviderLost:
     retryable: bool = True
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderFailed:
+    """A recoverable provider failure outside any response; ``kind`` names the provider (``"stt"``:
+    a decode failed and its utterance was discarded). From listening: recovering, then
+    :class:`Recovered` once :class:`Recover`'s cleanup is done."""
+
+    kind: str
+    code: str
+    message: str
+    retryable: bool = True
+
+
 DialogueInput = (
     Start
     | Stop
@@ -214,6 +237,7 @@ DialogueInput = (
     | ResponseCancelled
     | Recovered
     | ProviderLost
+    | ProviderFailed
 )
 
 # --- effects --------------------------------------------------------------------------------------
@@ -258,7 +282,15 @@ class DiscardResponse:
     retryable: bool
 
 
-Effect = StartResponse | InterruptResponse | CommitResponse | DiscardResponse
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recover:
+    """Clean up after a :class:`ProviderFailed` (no response to stop); then :class:`Recovered`."""
+
+    kind: str
+    code: str
+
+
+Effect = StartResponse | InterruptResponse | CommitResponse | DiscardResponse | Recover
 
 _Result = tuple[Snapshot, tuple[Effect, ...]]
 
@@ -287,6 +319,10 @@ def transition(snap: Snapshot, event: DialogueInput) -> _Result:
             return Snapshot(state=DialogueState.LISTENING), ()
         case ProviderLost():
             return _lost(snap, event)
+        case ProviderFailed():
+            if snap.state is not DialogueState.LISTENING:
+                return snap, ()  # a response runs (not its failure), nothing listens, or recovery runs
+            return replace(snap, state=DialogueState.RECOVERING), (Recover(kind=event.kind, code=event.code),)
         case _:
             assert_never(event)
 
@@ -398,7 +434,7 @@ def cause_of(event: DialogueInput) -> str:
             return event.reason
         case ResumeRequested():
             return event.cause
-        case ResponseFailed() | ProviderLost():
+        case ResponseFailed() | ProviderLost() | ProviderFailed():
             return event.code
         case _:
             name = type(event).__name__

@@ -59,6 +59,7 @@ class PreparedResponse:
         cause: what must still hold for it to be said (an announcement's); None: always.
         labels: names a reply may wrongly start with (``"Alice:"``), stripped from what is spoken.
         own_name: the bot's name (stripped likewise; a reply that is only this name says nothing).
+        recall: recall long-term memory for the turn (False: the retry after a failed recall).
     """
 
     user: UserUtterance | None
@@ -69,6 +70,7 @@ class PreparedResponse:
     cause: SpeechCause | None = None
     labels: tuple[str, ...] = ()
     own_name: str | None = None
+    recall: bool = True
 
 
 @dataclass(slots=True)
@@ -166,6 +168,7 @@ class ResponseSupervisor:
             cause=prepared.cause,
             labels=prepared.labels,
             own_name=prepared.own_name,
+            recall=prepared.recall,
         )
 
     def _run(self, request: ResponseRequest, handle: SpeechHandle, *, hold: Hold | None) -> None:
