@@ -39,11 +39,12 @@ from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, SpeechDropped, TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.jobs import JobStatus
-from openab_voice.providers.speech import Hypothesis, SttCapabilities, TextToSpeech
+from openab_voice.providers.speech import TextToSpeech
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
+from tests.fakes.sessions import SilentStt
 
 pytestmark = pytest.mark.e2e
 
@@ -52,22 +53,6 @@ GOAL = "write the release notes for version two."
 STATUS = "The task is done. The result is in the text channel."
 DETAILED_START = "The task is done. Working on: "  # the first line of the agent's output follows
 CUT_WITHIN_S = 1.0  # from the change at the emulator to the line's output cut and its last packet there
-
-
-class SilentStt:
-    """The transcriber's STT; nobody speaks in these tests, so it is never asked."""
-
-    capabilities = SttCapabilities(
-        name="silent", streaming=True, sample_rate=16_000, languages=("en",), model="none"
-    )
-
-    def transcribe(
-        self, samples: Any, *, final: bool, quick: bool = False, prompt: str | None = None
-    ) -> Hypothesis:
-        raise AssertionError("nobody speaks in these tests")
-
-    def close(self) -> None:
-        return None
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ the conversation; the configured control channel wins)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import cast
 
 import discord
 
 from openab_voice.actions.broker import ActionBroker
-from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.app.sessions import SessionFactory, SessionOptions
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
@@ -20,37 +19,10 @@ from openab_voice.discord.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
 from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech
+from tests.fakes.sessions import RecordingBroker, SilentStt
 
 GUILD, VOICE, JOIN_TEXT, CONFIGURED_TEXT, BOT, ALICE = 10, 20, 30, 40, 99, 1001
-
-
-class SilentStt:
-    """An STT the transcriber can be built on; nothing here decodes."""
-
-    capabilities = SttCapabilities(
-        name="silent", streaming=True, sample_rate=16_000, languages=("en",), model="none"
-    )
-
-    def transcribe(
-        self, samples: Any, *, final: bool, quick: bool = False, prompt: str | None = None
-    ) -> Hypothesis:
-        raise AssertionError("no audio reaches it in these tests")
-
-    def close(self) -> None:
-        return None
-
-
-class RecordingBroker:
-    """What the intake calls on a broker: ``propose``, recorded and refused."""
-
-    def __init__(self) -> None:
-        self.requests: list[ActionRequest] = []
-
-    async def propose(self, request: ActionRequest) -> Outcome:
-        self.requests.append(request)
-        return Outcome(ok=False, message="recorded", code="TEST_RECORDED")
 
 
 def channel() -> discord.VoiceChannel:

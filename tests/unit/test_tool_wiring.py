@@ -17,7 +17,7 @@ from typing import Any, cast
 import discord
 
 from openab_voice.actions.broker import ActionBroker
-from openab_voice.actions.requests import ActionRequest, Outcome
+from openab_voice.actions.requests import Outcome
 from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
@@ -26,39 +26,15 @@ from openab_voice.config import Settings, load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.speech import ChatMessage, Hypothesis, SttCapabilities, ToolCall
+from openab_voice.providers.speech import ChatMessage, ToolCall
 from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech, ScriptedReply, run_until
 from openab_voice.tools import TOOL_BUDGET_EXCEEDED, Confirmation, ToolRisk
+from tests.fakes.sessions import RecordingBroker, SilentStt
 
 GUILD, VOICE, TEXT, BOT, ALICE = 10, 20, 30, 99, 1001
 DIALOGUE = {"OPENAB_PLAYBACK_ENABLED": "true", "OPENAB_DIALOGUE_ENABLED": "true"}
 PROPOSE = ToolCall(id="c-propose", name="start_agent_task", arguments=json.dumps({"goal": "fix the build"}))
 CLOCK = ToolCall(id="c-clock", name="clock_now", arguments=json.dumps({"timezone": "Europe/Paris"}))
-
-
-class SilentStt:
-    capabilities = SttCapabilities(
-        name="silent", streaming=True, sample_rate=16_000, languages=("en",), model="none"
-    )
-
-    def transcribe(
-        self, samples: Any, *, final: bool, quick: bool = False, prompt: str | None = None
-    ) -> Hypothesis:
-        raise AssertionError("no audio reaches it in these tests")
-
-    def close(self) -> None:
-        return None
-
-
-class RecordingBroker:
-    """The observable tool's effect: every proposal ``start_agent_task`` makes lands here."""
-
-    def __init__(self) -> None:
-        self.requests: list[ActionRequest] = []
-
-    async def propose(self, request: ActionRequest) -> Outcome:
-        self.requests.append(request)
-        return Outcome(ok=True, message="proposed")
 
 
 def channel() -> discord.VoiceChannel:
@@ -80,7 +56,7 @@ async def converse(
 ) -> tuple[FakeChatModel, RecordingBroker, list[dict[str, Any]]]:
     """One spoken turn in a session built as the bot builds it; the model makes ``calls``, one per round,
     then answers. Returns the model, the broker, and each tool message the model was given."""
-    clock, bus, broker = FakeClock(), EventBus(), RecordingBroker()
+    clock, bus, broker = FakeClock(), EventBus(), RecordingBroker(Outcome(ok=True, message="proposed"))
     results: list[dict[str, Any]] = []
 
     def after_tool(reply: ScriptedReply) -> Any:
