@@ -35,8 +35,8 @@ from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementatio
 
 from openab_voice import __version__
 from openab_voice.acp.client import ActionClient, ToolCallRecord
-from openab_voice.acp.pod import PodAgent, pod_environment
-from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment
+from openab_voice.acp.pod import PodAgent
+from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment, allowlisted
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
 from openab_voice.clock import Clock, bounded, first_done
 from openab_voice.errors import AcpError
@@ -221,7 +221,8 @@ class AgentRun:
         workspace = request.workspace
         stderr_log = workspace.logs / STDERR_LOG
         if request.pods is not None:
-            env = pod_environment(request.env_allowlist, request.environ)
+            # Non-secret values only; the pod manifest sets HOME/TMPDIR and keeps the image's PATH.
+            env = allowlisted(request.env_allowlist, request.environ)
             return await request.pods.start(request.action_id, request.command, env, stderr_log=stderr_log)
         env = agent_environment(request.env_allowlist, request.environ, workspace, request.credentials)
         sandbox = request.sandbox

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+
 from openab_voice.acp.pod import PodPhase, PodState
 from openab_voice.clock import Clock, bounded
 from openab_voice.errors import AcpError
@@ -32,7 +34,6 @@ _STDIN, _STDOUT, _STDERR, _ERROR = 0, 1, 2, 3
 # fresh deploy shows one while its secret cache syncs ("failed to sync secret cache"), seen on the
 # real test cluster; the start timeout bounds them.
 _STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
-_STREAM_LIMIT = 64 * 1024 * 1024  # one JSON-RPC line can be large (as the local path's)
 
 
 def _missing() -> AcpError:
@@ -55,7 +56,7 @@ class AttachStream:
 
     def __init__(self, ws: Any, *, stderr_log: Path) -> None:
         self._ws = ws
-        self.reader = asyncio.StreamReader(limit=_STREAM_LIMIT)
+        self.reader = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
         self._stderr_log = stderr_log
         self._closed = asyncio.Event()
         self.status: str | None = None  # the error channel's final status, when one came

@@ -33,8 +33,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+
 from openab_voice.clock import Clock, bounded
-from openab_voice.config import ENV_PREFIX, SECRET_ENV
 from openab_voice.errors import AcpError
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,6 @@ POD_UID = 10001
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Set in the agent's environment by us; the image's own PATH stays (the dispatcher's may not fit it).
 _NOT_PASSED = frozenset({"PATH", "HOME", "TMPDIR"})
-_STREAM_LIMIT = 64 * 1024 * 1024  # one JSON-RPC line can be large (as the local path's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +276,9 @@ class _Bridge:
         self.writer: asyncio.StreamWriter
 
     async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(sock=self._theirs, limit=_STREAM_LIMIT)
+        self.reader, self.writer = await asyncio.open_connection(
+            sock=self._theirs, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+        )
         self._pumps = [asyncio.ensure_future(self._to_pod()), asyncio.ensure_future(self._from_pod())]
 
     async def _to_pod(self) -> None:
@@ -429,17 +431,3 @@ async def reap_pod(api: PodApi, action_id: str, *, grace_s: int) -> None:
     ``outcome_unknown`` and its workspace quarantined.
     """
     await api.delete_pod(pod_name(action_id), grace_s=grace_s)
-
-
-def pod_environment(allowlist: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """The non-secret part of an action pod's environment: allowlisted names present in ``environ``,
-    never one of our secrets or settings (config refuses them too: defence in depth)."""
-    ours = set(SECRET_ENV.values()) | {f"{name}_FILE" for name in SECRET_ENV.values()}
-    return {
-        name: environ[name]
-        for name in allowlist
-        if name in environ
-        and name not in _NOT_PASSED
-        and name not in ours
-        and not name.startswith(ENV_PREFIX)
-    }

@@ -60,6 +60,17 @@ def agent_environment(
     Raises:
         AcpError: ``ACP_CREDENTIAL_MISSING`` / ``ACP_CREDENTIAL_UNREADABLE``; nothing is spawned.
     """
+    env = allowlisted(allowlist, environ)
+    for name, source in credentials:
+        env[name] = _credential(name, source, environ)
+    env["HOME"] = str(workspace.home)
+    env["TMPDIR"] = str(workspace.tmp)
+    return env
+
+
+def allowlisted(allowlist: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The allowlisted names present in ``environ``, never one of our secrets or ``OPENAB_*`` settings
+    (config refuses them too: defence in depth)."""
     env: dict[str, str] = {}
     for name in allowlist:
         if name in _OUR_SECRETS or name.startswith(ENV_PREFIX):
@@ -67,10 +78,6 @@ def agent_environment(
             continue
         if (value := environ.get(name)) is not None:
             env[name] = value
-    for name, source in credentials:
-        env[name] = _credential(name, source, environ)
-    env["HOME"] = str(workspace.home)
-    env["TMPDIR"] = str(workspace.tmp)
     return env
 
 
