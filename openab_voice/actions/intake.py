@@ -17,17 +17,17 @@ from typing import Protocol
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.requests import ActionRequest, Outcome
-from openab_voice.actions.speech import ActionStatusView, while_status
+from openab_voice.actions.speech import ActionStatusView, status_line, while_status
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.expiry import SpeechCause
-from openab_voice.jobs import EffectCeiling
+from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
-ACK_PROPOSED = "The task is in the text channel, waiting for confirmation."  # short: it is spoken
+ACK_PROPOSED = status_line(JobStatus.PROPOSED)
 ACK_REFUSED = {
     "ACTION_NOT_OPERATOR": "Only the operator can ask me for tasks.",
     "ACTION_DELIVERY_FAILED": "I could not post the task to the text channel, so it will not run.",

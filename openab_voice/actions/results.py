@@ -16,7 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from openab_voice.acp.types import PermissionDecision
+from openab_voice.actions.speech import STATUS_LINES
 from openab_voice.engine.sanitizer import speakable
+from openab_voice.jobs import JobStatus
+
+_EXECUTIONS = frozenset(status.value for status in JobStatus)
 
 MESSAGE_LIMIT = 2000
 _PART_LIMIT = 1900  # room for the "(2/3)" marker
@@ -121,12 +125,8 @@ def result_text(
 
 def spoken_status(*, execution: str, output: str, all_trusted: bool, refused: Refusals = NO_REFUSALS) -> str:
     """What the voice says once the text is posted: the status, or a short summary for trusted rooms."""
-    status = {
-        "succeeded": "The task is done.",
-        "failed": "The task failed.",
-        "cancelled": "The task was cancelled.",
-        "outcome_unknown": "The task ended without a known outcome.",
-    }.get(execution, "The task ended.")
+    ended = execution in _EXECUTIONS and JobStatus(execution).terminal
+    status = STATUS_LINES[JobStatus(execution)] if ended else "The task ended."
     if execution == "succeeded" and refused.all:
         return (
             f"The task ended, but {_refused_phrase(refused)} refused, so nothing it asked to do was "

@@ -22,7 +22,29 @@ from openab_voice.bus import EventBus
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobStatus
 
-__all__ = ["ActionStatusView", "while_status"]
+__all__ = ["NO_TASK_LINE", "STATUS_LINES", "ActionStatusView", "status_line", "while_status"]
+
+STATUS_LINES: dict[JobStatus, str] = {
+    JobStatus.PROPOSED: "The task is in the text channel, waiting for confirmation.",
+    JobStatus.DELIVERED: "The task is in the text channel, waiting for confirmation.",
+    JobStatus.DELIVERY_FAILED: "I could not post the task to the text channel, so it will not run.",
+    JobStatus.CONFIRMED: "The task is confirmed and about to start.",
+    JobStatus.REJECTED: "The task was rejected.",
+    JobStatus.EXPIRED: "The task expired before anyone confirmed it.",
+    JobStatus.RUNNING: "The task is running.",
+    JobStatus.SUCCEEDED: "The task is done.",
+    JobStatus.FAILED: "The task failed.",
+    JobStatus.CANCELLED: "The task was cancelled.",
+    JobStatus.OUTCOME_UNKNOWN: "The task ended without a known outcome.",
+}
+"""The one spoken line per status: short (they are spoken) and never more than the status says."""
+
+NO_TASK_LINE = "I have not started any task."
+
+
+def status_line(status: JobStatus | None) -> str:
+    """The canonical spoken line for an action in ``status`` (None: the session has no action)."""
+    return NO_TASK_LINE if status is None else STATUS_LINES[status]
 
 
 class ActionStatusView:

@@ -71,12 +71,14 @@ def build_providers(settings: Settings) -> ConversationProviders:
     if not settings.dialogue_enabled:
         return providers
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    if settings.engine == "realtime":
-        return _realtime(settings, providers)
+    # The cascade's voice; with the realtime engine, its exact voice (status lines are never left to
+    # the model's words).
     providers.tts = tts_registry().create(
         settings.tts_provider,
         TtsConfig(base_url=settings.openai_base_url, api_key=key, voice=settings.tts_voice),
     )
+    if settings.engine == "realtime":
+        return _realtime(settings, providers)
     providers.chat = chat_registry().create(
         settings.chat_provider,
         ChatConfig(

@@ -21,7 +21,8 @@ class ConversationProviders:
     dialogue: DialogueSettings | None = None
     capabilities: EngineCapabilities | None = None
     realtime: RealtimeConnector | None = None
-    """The realtime engine's provider (``OPENAB_ENGINE=realtime``); chat and TTS stay None then."""
+    """The realtime engine's provider (``OPENAB_ENGINE=realtime``); chat stays None then, and ``tts``
+    is the engine's exact voice (it says the status lines the model's own voice may not)."""
     realtime_voice: str | None = None
 
     async def aclose(self) -> None:

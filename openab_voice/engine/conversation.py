@@ -202,6 +202,7 @@ class ConversationManager:
             context=self._context,
             report=self._report,
             session_id=session_id,
+            announce=lambda text, cause: self.announce(text, cause=cause),
         )
         self._responses: DuplexVoiceEngine = engine(binding)
         self._snap = Snapshot()
@@ -364,7 +365,7 @@ class ConversationManager:
         if item is None:
             return
         rid = item.response_id
-        self._prepared[rid] = PreparedResponse(user=None, replay=(item.text,), cause=item.cause)
+        self._prepared[rid] = PreparedResponse(user=None, replay=(item.text,), cause=item.cause, exact=True)
         await self._dispatch(ResumeRequested(turn_id=rid, response_id=rid, cause="announcement"))
 
     async def _on_final(self, event: TranscriptFinal) -> None:
@@ -490,7 +491,10 @@ class ConversationManager:
         if self._snap.state is not DialogueState.LISTENING:
             return
         response_id = f"{plan.turn_id}-resume-{next(self._resume_ids)}"
-        self._prepared[response_id] = PreparedResponse(user=None, replay=plan.replay)
+        # A cut status line stays one: said again exactly, and only while its cause holds.
+        self._prepared[response_id] = PreparedResponse(
+            user=None, replay=plan.replay, cause=plan.cause, exact=plan.exact
+        )
         await self._dispatch(ResumeRequested(turn_id=plan.turn_id, response_id=response_id))
 
     # --- the state machine and its effects -----------------------------------------------------
@@ -533,7 +537,7 @@ class ConversationManager:
             case InterruptResponse():
                 handle = await self._responses.interrupt(effect)
                 if handle is not None and effect.barge_in is not None:
-                    plan = resume_plan(handle)
+                    plan = resume_plan(handle, self._running[1] if self._running is not None else None)
                     token = self._controller.arm(speaker_id=effect.barge_in.speaker_id, plan=plan)
                     if token is not None:
                         self._start_timer(token)

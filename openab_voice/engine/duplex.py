@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the seam names the engine's vocabulary; none of it is neede
     from openab_voice.bus import EventBus
     from openab_voice.clock import Clock
     from openab_voice.engine.context import ShortTermContext
+    from openab_voice.engine.expiry import SpeechCause
     from openab_voice.engine.handle import SpeechHandle, SpeechOutput
     from openab_voice.engine.settings import DialogueSettings
     from openab_voice.engine.state import DialogueInput, DiscardResponse, InterruptResponse, StartResponse
@@ -129,6 +130,8 @@ class EngineBinding:
             response settles (the user turn, then the heard assistant text), never otherwise.
         report: where the engine's state-machine inputs go (the manager's inbox), in order.
         session_id: the voice session.
+        announce: queues a status line to be said exactly once the bot listens (the manager's
+            ``announce``): an engine that cut a false claim of its model says the true status so.
     """
 
     bus: EventBus
@@ -137,6 +140,7 @@ class EngineBinding:
     context: ShortTermContext
     report: Callable[[DialogueInput], None]
     session_id: str | None
+    announce: Callable[[str, SpeechCause | None], None] | None = None
 
 
 class DuplexVoiceEngine(Protocol):

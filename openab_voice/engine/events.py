@@ -220,3 +220,33 @@ class SpeechDropped(Event):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", sanitize(self.text))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeechClaimCut(Event):
+    """The model began to claim an action status the store does not bear out; it was cut.
+
+    The claim is never committed as heard (context, transcript, memory): only this event records it.
+
+    Attributes:
+        turn_id: the response it was part of.
+        text: the claim, as far as the model's transcript had come.
+        claimed: the status it claimed.
+        actual: the status of the session's latest action (``"no task"``: none).
+        action_id: that action, if any.
+        kept_ms: the response's audio before the claim (played out unless someone interrupted; the
+            claim's own audio, if any of it was out yet, was stopped).
+        correction: the canonical line queued in its place.
+    """
+
+    turn_id: str
+    text: str
+    claimed: str
+    actual: str
+    action_id: str | None
+    kept_ms: float
+    correction: str
+    stage: str = "engine"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", sanitize(self.text))

@@ -185,6 +185,14 @@ class SpeechHandle:
         """Stop the output and cancel the response; idempotent. Returns the played position (ms)."""
         if self._interrupted and self._played_ms is not None:
             return self._played_ms
+        played_ms = self.stop()
+        if self._task is not None:
+            self._task.cancel()
+        return played_ms
+
+    def stop(self) -> float:
+        """Stop the output but not the response task (a response cutting itself short calls this
+        from inside its task); idempotent. Returns the played position (ms)."""
         self._interrupted = True
         if self._utterance_id is not None and self._played_ms is None:
             position = self._output.interrupt()
@@ -193,8 +201,6 @@ class SpeechHandle:
                 self._played_ms = position.played_ms
         if self._played_ms is None:
             self._played_ms = 0.0
-        if self._task is not None:
-            self._task.cancel()
         return self._played_ms
 
     async def wait_closed(self, clock: Clock, timeout_s: float) -> bool:

@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openab_voice.audio.events import SpeechStarted
+from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle
 from openab_voice.engine.settings import DialogueMode
 from openab_voice.engine.state import BUSY, BargeIn, DialogueState
+from openab_voice.engine.supervisor import PreparedResponse
 
 __all__ = ["InterruptionController", "ResumePlan", "resume_plan"]
 
@@ -36,17 +38,24 @@ class ResumePlan:
         turn_id: the turn whose response was cut.
         replay: sentences to speak again, the cut one first; empty means generate the reply again
             (the cut came before any sentence existed).
+        exact: the cut response was a status line (said again exactly, see ``PreparedResponse``).
+        cause: the status line's cause (checked again before it is resumed).
     """
 
     turn_id: str
     replay: tuple[str, ...]
+    exact: bool = False
+    cause: SpeechCause | None = None
 
 
-def resume_plan(handle: SpeechHandle) -> ResumePlan | None:
-    """The plan for resuming ``handle``'s response, or None when nothing is left to say."""
+def resume_plan(handle: SpeechHandle, prepared: PreparedResponse | None = None) -> ResumePlan | None:
+    """The plan for resuming ``handle``'s response (``prepared``: what it was started with), or None
+    when nothing is left to say. A status line is resumed as one: exact, under the same cause."""
+    exact = prepared is not None and prepared.exact
+    cause = prepared.cause if prepared is not None else None
     unheard = handle.unheard_sentences()
     if unheard:
-        return ResumePlan(turn_id=handle.turn_id, replay=unheard)
+        return ResumePlan(turn_id=handle.turn_id, replay=unheard, exact=exact, cause=cause)
     if not handle.heard_sentences() and not handle.is_generation_done:
         return ResumePlan(turn_id=handle.turn_id, replay=())
     return None

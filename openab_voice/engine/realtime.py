@@ -14,9 +14,17 @@ are advisory (logged, never acted on). For each turn the manager accepts:
 Barge-in: the output stops first (within one frame), then ``response.cancel`` and
 ``conversation.item.truncate`` with ``audio_end_ms`` = the position playback reports it actually
 played, so only heard audio stays in the provider's context; our own context gets only the heard
-transcript. A resume after a false interruption and an announcement (an action's status) are asked
-of the model in words ("say exactly ..."): it is the only voice this engine has, and its speech is
-not exact (``exact_speech_output`` False).
+transcript. A resume after a false interruption is asked of the model in words ("say exactly ...");
+its speech is not exact (``exact_speech_output`` False), so a status line (an announcement) never
+goes to it: the exact voice (:mod:`~openab_voice.engine.realtime_exact`, our TTS) says it into the
+same playback, and the provider is told what was heard.
+
+Claims: each sentence of the model's audio transcript is checked against the action store
+(:class:`~openab_voice.engine.claims.SpeechClaims`) as it arrives, before its audio plays. A sentence
+claiming a status no action of the session is in (RFC decision 6: the model "cannot announce approval
+or claim an action result") is cut like a barge-in (output stopped, ``response.cancel``, items
+truncated at the played position), never committed as heard, published as ``SpeechClaimCut``, and
+the canonical line for the true status is announced in its place.
 
 Failures: a dropped websocket reports ``ProviderLost`` (``recovering``) and reconnects with bounded
 backoff to a *fresh* session seeded from our heard history; then ``Recovered`` (``listening``).
@@ -38,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
+from openab_voice.engine.claims import SpeechClaims
 from openab_voice.engine.context import UserUtterance
 from openab_voice.engine.duplex import (
     DuplexVoiceEngine,
@@ -45,11 +54,17 @@ from openab_voice.engine.duplex import (
     EngineCapabilities,
     EngineFactory,
 )
-from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, ProviderTruncated
-from openab_voice.engine.handle import SpeechHandle, SpeechOutput
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    LatencyMeasured,
+    ProviderTruncated,
+    SpeechClaimCut,
+)
+from openab_voice.engine.handle import FRAME_MS, SpeechHandle, SpeechOutput
 from openab_voice.engine.realtime_audio import TurnAudio
+from openab_voice.engine.realtime_exact import ExactLines
 from openab_voice.engine.realtime_provider import ProviderSession
-from openab_voice.engine.realtime_response import RealtimeResponse
+from openab_voice.engine.realtime_response import ClaimCut, RealtimeResponse
 from openab_voice.engine.realtime_session import (
     NoLink,
     RealtimeSettings,
@@ -72,6 +87,7 @@ from openab_voice.providers.realtime_openai import (
     RealtimeLink,
     connection_error,
 )
+from openab_voice.providers.speech import TextToSpeech
 from openab_voice.tasks import TaskOwner
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
@@ -112,6 +128,8 @@ class RealtimeEngine:
         capture: subscribes to the processed capture of every speaker (``FrontEnd.subscribe``);
             None: turns go to the provider as their transcript (no audio).
         settings: voice, reconnection and capture bounds.
+        voice: the exact voice (TTS) that says status lines; None: they are dropped, not guessed.
+        claims: checks the model's sentences about actions against the store (None: unchecked).
     """
 
     def __init__(
@@ -123,8 +141,12 @@ class RealtimeEngine:
         tools: ToolPath,
         capture: Callable[[], AsyncIterator[ProcessedFrame]] | None = None,
         settings: RealtimeSettings | None = None,
+        voice: TextToSpeech | None = None,
+        claims: SpeechClaims | None = None,
     ) -> None:
         self._b = binding
+        self._claims = claims
+        self._exact = ExactLines(binding, voice=voice, output=output, tools=tools)
         self._output = output
         self._tools = tools
         self._capture = capture
@@ -172,6 +194,9 @@ class RealtimeEngine:
         self._spawn(self._session.run(), "realtime-connection")
 
     def start(self, effect: StartResponse, prepared: PreparedResponse) -> None:
+        if prepared.exact:
+            self._exact.start(effect, prepared, self._session.link)
+            return
         handle = SpeechHandle(response_id=effect.response_id, turn_id=effect.turn_id, output=self._output)
         link = self._session.link
         if link is None:
@@ -199,6 +224,8 @@ class RealtimeEngine:
         """Nothing is ever prepared ahead."""
 
     async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
+        if self._exact.owns(effect.response_id):
+            return await self._exact.interrupt(effect)
         active = self._take(effect.response_id)
         if active is None:
             return None
@@ -221,11 +248,17 @@ class RealtimeEngine:
         return handle
 
     def commit(self, response_id: str) -> None:
+        if self._exact.owns(response_id):
+            self._exact.commit(response_id)
+            return
         active = self._take(response_id)
         if active is not None:
             self._settle(active, discard=False)
 
     async def discard(self, effect: DiscardResponse) -> None:
+        if self._exact.owns(effect.response_id):
+            await self._exact.discard(effect)
+            return
         active = self._take(effect.response_id)
         if active is not None:
             handle = active.response.handle
@@ -250,6 +283,7 @@ class RealtimeEngine:
             return
         self._phase = _Phase.CLOSED
         await self._tasks.aclose()
+        await self._exact.aclose()
         await self._session.close()
 
     # --- one response --------------------------------------------------------------------------
@@ -274,6 +308,7 @@ class RealtimeEngine:
             max_tool_rounds=self._b.settings.max_tool_rounds,
             model=self._model,
             preroll_ms=self._settings.preroll_ms,
+            claims=self._claims,
         )
 
     async def _respond(self, active: _Active) -> None:
@@ -284,6 +319,10 @@ class RealtimeEngine:
             await response.stream()
             uid = handle.utterance_id
             position = None if uid is None else await asyncio.shield(self._output.finish(uid))
+        except ClaimCut as cut:
+            interrupted = await self._cut_claim(response, cut)
+            self._b.report(ResponseFinished(response_id=handle.response_id, interrupted=interrupted))
+            return
         except Exception as exc:  # CancelledError is not an Exception: a cut still propagates
             err = (
                 exc if isinstance(exc, OpenabError) else ResponseError(f"realtime: {exc!r}", stage="realtime")
@@ -307,6 +346,8 @@ class RealtimeEngine:
     async def _request(self, response: RealtimeResponse) -> None:
         """Send the turn (attributed text, then the speaker's audio) and ask for the response."""
         prepared, link = response.prepared, response.link
+        for told in self._exact.untold(link):  # what the exact voice said since the last request
+            await link.send(told)
         user = prepared.user
         if user is None:
             # A resume or an announcement: the model is the only voice; ask it for the words (a
@@ -345,14 +386,24 @@ class RealtimeEngine:
 
     async def _cut(self, response: RealtimeResponse, played_ms: float, *, barge_in_at: float | None) -> None:
         """Cancel what the provider still generates and truncate its items at the played position."""
-        link = response.link
+        await self._cancel(response)
+        await self._truncate(response, played_ms, barge_in_at=barge_in_at)
+
+    async def _cancel(self, response: RealtimeResponse) -> None:
+        """``response.cancel`` if it is still generating; its late events are dropped either way."""
         if response.in_flight:
             response.in_flight = False
             self._session.forget(response.provider_ids, created=bool(response.provider_ids))
             with contextlib.suppress(OpenabError):
-                await link.send({"type": "response.cancel"})
+                await response.link.send({"type": "response.cancel"})
         else:
             self._session.forget(response.provider_ids, created=True)
+
+    async def _truncate(
+        self, response: RealtimeResponse, played_ms: float, *, barge_in_at: float | None
+    ) -> None:
+        """``conversation.item.truncate`` each item at what was heard of it."""
+        link = response.link
         for item_id, audio_end_ms in response.truncations(played_ms):
             try:
                 await link.send(
@@ -379,6 +430,43 @@ class RealtimeEngine:
                     utterance_id=response.handle.utterance_id,
                 )
             )
+
+    async def _cut_claim(self, response: RealtimeResponse, cut: ClaimCut) -> bool:
+        """Stop the claim before it plays, take it out of the provider's context, report it, and
+        queue the true status in its place; whether the output was cut (not just ended early).
+
+        When none of the claim's audio is out yet, what came before it plays to its end; when its
+        first words are (they arrived before the words that made it a claim), the output stops now.
+        """
+        found = cut.contradiction
+        handle = response.handle
+        await self._cancel(response)  # the model stops generating at once
+        log.warning("cut the model's claim %r: the action is %s", found.claimed, found.actual)
+        self._b.bus.publish(
+            SpeechClaimCut(
+                at=self._now(),
+                session_id=self._b.session_id,
+                turn_id=response.handle.turn_id,
+                text=found.sentence,
+                claimed=found.claimed,
+                actual=found.actual,
+                action_id=found.action_id,
+                kept_ms=cut.kept_frames * FRAME_MS,
+                correction=found.correction,
+            )
+        )
+        if self._b.announce is not None:
+            self._b.announce(found.correction, found.cause)
+        uid = handle.utterance_id
+        if cut.claim_frames or uid is None:
+            played_ms, interrupted = handle.stop(), True  # inside the response's own task: not cancelled
+        else:
+            await response.release()
+            position = await asyncio.shield(self._output.finish(uid))
+            handle.mark_played(position)
+            played_ms, interrupted = position.played_ms, position.interrupted
+        await self._truncate(response, played_ms, barge_in_at=None)
+        return interrupted
 
     def _take(self, response_id: str) -> _Active | None:
         active = self._active
@@ -453,12 +541,21 @@ def realtime_engine(
     tools: ToolPath,
     capture: Callable[[], AsyncIterator[ProcessedFrame]] | None = None,
     settings: RealtimeSettings | None = None,
+    voice: TextToSpeech | None = None,
+    claims: SpeechClaims | None = None,
 ) -> EngineFactory:
     """The factory a :class:`~openab_voice.engine.conversation.ConversationManager` builds it with."""
 
     def build(binding: EngineBinding) -> DuplexVoiceEngine:
         return RealtimeEngine(
-            binding, connector=connector, output=output, tools=tools, capture=capture, settings=settings
+            binding,
+            connector=connector,
+            output=output,
+            tools=tools,
+            capture=capture,
+            settings=settings,
+            voice=voice,
+            claims=claims,
         )
 
     return build

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
+from openab_voice.engine.claims import Contradiction, SpeechClaims
 from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput, frames_for
 from openab_voice.engine.realtime_audio import SpeechAudio
@@ -45,7 +46,7 @@ from openab_voice.tools.registry import ToolContext, ToolResult
 if TYPE_CHECKING:
     from openai.types.realtime import RealtimeServerEvent
 
-__all__ = ["REALTIME_TOOLS", "AudioItem", "RealtimeResponse"]
+__all__ = ["REALTIME_TOOLS", "AudioItem", "ClaimCut", "RealtimeResponse"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,23 @@ class AudioItem:
     audio: SpeechAudio
     frames: int = 0
     done: bool = False
+
+
+class ClaimCut(Exception):  # noqa: N818 - a signal from the response to its engine, never raised further
+    """The model began a sentence that claims what the store does not bear out: stop before it plays.
+
+    Attributes:
+        contradiction: what was claimed, and what is true.
+        kept_frames: the response's frames before the claim (what may still be heard).
+        claim_frames: frames of the claim already written to playback (its first words arrived
+            before the words that made it a claim): 0 means the claim has no audio out yet.
+    """
+
+    def __init__(self, contradiction: Contradiction, *, kept_frames: int, claim_frames: int) -> None:
+        super().__init__(contradiction.sentence)
+        self.contradiction = contradiction
+        self.kept_frames = kept_frames
+        self.claim_frames = claim_frames
 
 
 @dataclass(slots=True)
@@ -87,6 +105,8 @@ class RealtimeResponse:
         max_tool_rounds: tool rounds at most.
         model: for error messages.
         preroll_ms: audio held before the first frame is played (a jitter buffer).
+        claims: checks each sentence of the transcript as it arrives, before its audio plays; a
+            contradiction ends the response with :class:`ClaimCut` (None: nothing is checked).
     """
 
     def __init__(
@@ -104,8 +124,10 @@ class RealtimeResponse:
         max_tool_rounds: int,
         model: str,
         preroll_ms: float = 0.0,
+        claims: SpeechClaims | None = None,
     ) -> None:
         self.link = link
+        self._claims = claims
         self.handle = handle
         self.prepared = prepared
         self.events: asyncio.Queue[RealtimeServerEvent | None] = asyncio.Queue()
@@ -260,7 +282,39 @@ class RealtimeResponse:
         # Each piece of transcript arrives with the audio it starts: what was written before it is
         # the audio of the sentences still open (their last words included).
         self._close_sentences()
-        self._open_sentences(self._segmenter.push(delta))
+        sentences = self._segmenter.push(delta)
+        self._check_claims(sentences)
+        self._open_sentences(sentences)
+
+    def _check_claims(self, sentences: list[str]) -> None:
+        """Check the completed sentences and the one still arriving (its audio has not played yet).
+
+        Raises:
+            ClaimCut: one of them claims an action status the store does not bear out; the sentences
+                before it are kept, it and everything after it are never part of the response.
+        """
+        if self._claims is None:
+            return
+        for index, text in enumerate([*sentences, self._segmenter.pending.strip()]):
+            if not text:
+                continue
+            found = self._claims.contradiction(text, session_id=self._session_id)
+            if found is not None:
+                # Frames since the last boundary belong to the sentences before the claim when this
+                # delta completed some, else to the claim's own first words.
+                claim_frames = 0 if index else self._pending_frames
+                self._open_sentences(sentences[:index])
+                if index:
+                    self._close_sentences()
+                self._segmenter.reset()
+                raise ClaimCut(found, kept_frames=self._frames - claim_frames, claim_frames=claim_frames)
+
+    async def release(self) -> None:
+        """Write the audio still held back by the pre-roll (the response ends early, nothing cut)."""
+        held, self._held, self._rolling = self._held, b"", True
+        uid = self.handle.utterance_id
+        if held and uid is not None:
+            await self._output.write(uid, held)
 
     def _end_sentences(self) -> None:
         self._open_sentences(self._segmenter.flush())

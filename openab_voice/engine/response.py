@@ -105,7 +105,7 @@ class ResponseDeps:
 
     bus: EventBus
     clock: Clock
-    chat: ChatModel
+    chat: ChatModel | None  # None: the voice only says given lines (the realtime engine's exact voice)
     tts: TextToSpeech
     output: SpeechOutput
     tools: ToolPath
@@ -319,10 +319,13 @@ class ResponseRunner:
         return self._sentences < self._d.settings.max_response_sentences
 
     async def _converse(self, queue: asyncio.Queue[int | None]) -> None:
+        chat = self._d.chat
+        if chat is None:
+            raise ResponseError("this voice has no chat model: it says only given lines", stage="llm")
         messages = await self._recalled(list(self._request.messages))
-        specs = list(self._d.tools.specs()) if self._d.chat.capabilities.tools else []
+        specs = list(self._d.tools.specs()) if chat.capabilities.tools else []
         for round_no in range(self._d.settings.max_tool_rounds + 1):
-            text, calls, more = await self._stream_round(messages, specs, queue)
+            text, calls, more = await self._stream_round(chat, messages, specs, queue)
             if not calls or not more:
                 return
             if round_no == self._d.settings.max_tool_rounds:
@@ -347,7 +350,11 @@ class ResponseRunner:
         return with_memory(messages, lines)
 
     async def _stream_round(
-        self, messages: list[ChatMessage], specs: list[ToolSpec], queue: asyncio.Queue[int | None]
+        self,
+        chat: ChatModel,
+        messages: list[ChatMessage],
+        specs: list[ToolSpec],
+        queue: asyncio.Queue[int | None],
     ) -> tuple[str, list[ToolCall], bool]:
         """One model call: (its text, its tool calls, whether more sentences may follow)."""
         segmenter = SentenceSegmenter(
@@ -358,7 +365,7 @@ class ResponseRunner:
         parts: list[str] = []
         calls: list[ToolCall] = []
         with _stage("llm"):
-            stream = self._d.chat.stream(messages, tools=specs)
+            stream = chat.stream(messages, tools=specs)
             try:
                 async for event in stream:
                     match event:

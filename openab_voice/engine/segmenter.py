@@ -93,6 +93,11 @@ class SentenceSegmenter:
         self._buffer += delta
         return self._drain(final=False)
 
+    @property
+    def pending(self) -> str:
+        """Text pushed but not yet part of a returned sentence."""
+        return self._buffer
+
     def flush(self) -> list[str]:
         """End of the stream: return whatever is left, as sentences. The segmenter is then empty."""
         sentences = self._drain(final=True)

@@ -60,6 +60,9 @@ class PreparedResponse:
         labels: names a reply may wrongly start with (``"Alice:"``), stripped from what is spoken.
         own_name: the bot's name (stripped likewise; a reply that is only this name says nothing).
         recall: recall long-term memory for the turn (False: the retry after a failed recall).
+        exact: the words are a status line and must be said exactly as written: an engine whose
+            model voice is not exact (a realtime model asked to "say exactly ...") says them with its
+            exact voice (TTS) instead.
     """
 
     user: UserUtterance | None
@@ -71,6 +74,7 @@ class PreparedResponse:
     labels: tuple[str, ...] = ()
     own_name: str | None = None
     recall: bool = True
+    exact: bool = False
 
 
 @dataclass(slots=True)
@@ -205,10 +209,18 @@ class ResponseSupervisor:
         self._settle(active, discard=False)
         return handle
 
-    def commit(self, response_id: str) -> None:
+    def commit(self, response_id: str) -> SpeechHandle | None:
+        """Settle the response that ended on its own; returns its handle (None: not the active one)."""
         active = self._take(response_id)
-        if active is not None:
-            self._settle(active, discard=False)
+        if active is None:
+            return None
+        self._settle(active, discard=False)
+        return active.handle
+
+    @property
+    def active_id(self) -> str | None:
+        """The active response (None: none is)."""
+        return None if self._active is None else self._active.handle.response_id
 
     async def discard(self, effect: DiscardResponse) -> None:
         active = self._take(effect.response_id)

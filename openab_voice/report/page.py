@@ -205,6 +205,11 @@ def _conversation_section(report: Mapping[str, Any], names: Mapping[str, str], b
         rows.append(
             (float(d["at"]), [_seconds(d["at"]), _e(bot_name), f"<del>{_e(d['text'])}</del>", _e(note)], True)
         )
+    for c in report.get("claims_cut", []):
+        note = f"cut before it played: claimed {c['claimed']}, the task is {c['actual']}; said instead: {c['correction']}"
+        rows.append(
+            (float(c["at"]), [_seconds(c["at"]), _e(bot_name), f"<del>{_e(c['text'])}</del>", _e(note)], True)
+        )
     rows.sort(key=lambda r: r[0])
     body = "".join(
         ('<tr class="bot">' if bot else "<tr>") + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"

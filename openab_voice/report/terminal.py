@@ -30,6 +30,7 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
+    SpeechClaimCut,
     SpeechDropped,
     TranscriptDiscarded,
     TranscriptFinal,
@@ -72,6 +73,11 @@ def describe(event: Event) -> str | None:
             return f"dialogue {event.previous} -> {event.state} ({event.cause})"
         case BotUtteranceFinished():
             return _bot_said(event)
+        case SpeechClaimCut():
+            return (
+                f"bot's claim cut before it played: {event.text!r} (claimed {event.claimed}; "
+                f"the task is {event.actual}); said instead: {event.correction!r}"
+            )
         case SpeechDropped():
             return f"bot did not say {event.text!r}: {event.reason} ({event.cause}, {event.point})"
         case InterruptionDetected():

@@ -3,7 +3,8 @@
 The conversation runs in virtual time (FakeClock, FakeSpeechOutput) exactly as in the cascade's rig;
 the provider is the loopback server on 127.0.0.1 reached through the real ``openai`` client, with a
 scripted responder, a scripted listener and a tone voice, sending audio as fast as it can (its own
-clock is the system's: its pacing is not what these tests measure).
+clock is the system's: its pacing is not what these tests measure). The engine's exact voice (status
+lines) is the rig's fake TTS, as the cascade's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
+from openab_voice.actions.claims import ActionClaims
 from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
@@ -51,6 +53,8 @@ class RealtimeRig(Rig):
         model: str = "gpt-realtime",
         ms_per_word: int = 200,
         paced: bool = False,
+        check_claims: bool = False,
+        exact_voice: bool = True,
     ) -> None:
         kwargs: dict[str, Any] = {}
         if tools is not None:
@@ -72,6 +76,9 @@ class RealtimeRig(Rig):
         self._key = key
         self._model = model
         self._capture = capture
+        # The model's claims about actions, held against ActionChanged on the rig's bus.
+        self.claims = ActionClaims(self.bus) if check_claims else None
+        self._exact_voice = exact_voice
         self._settings = settings or DialogueSettings(bot_user_id="bot")
 
     async def __aenter__(self) -> RealtimeRig:
@@ -92,6 +99,8 @@ class RealtimeRig(Rig):
                 tools=self.tools,
                 capture=self._capture,
                 settings=RealtimeSettings(reconnect_initial_s=0.05, reconnect_max_s=0.2),
+                voice=self.tts if self._exact_voice else None,  # says status lines, as in production
+                claims=self.claims,
             ),
         )
         self.desk = TranscriptDesk([self.intake] if self.intake is not None else [], self.manager)
@@ -106,6 +115,8 @@ class RealtimeRig(Rig):
         await self.output.aclose()
         await self.connector.aclose()
         await self.server.aclose()
+        if self.claims is not None:
+            self.claims.close()
 
     @property
     def engine(self) -> RealtimeEngine:
