@@ -22,10 +22,11 @@ def _print_json(data: Any) -> None:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    from openab_voice.config import load_settings, public_view
+    from openab_voice.config import config_warnings, load_settings, public_view
 
     settings = load_settings()
     view = public_view(settings)
+    warnings = config_warnings(settings)  # printed, never fatal
     error = _check_realtime(settings) if settings.engine == "realtime" and settings.dialogue_enabled else None
     containment = None
     if settings.actions_enabled:
@@ -39,6 +40,8 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {"ok": error is None, "settings": view}
         if containment is not None:
             out["containment"] = {"mode": containment.mode.value, "detail": containment.describe()}
+        if warnings:
+            out["warnings"] = [warning.to_dict() for warning in warnings]
         if error is not None:
             out["error"] = error.to_dict()
         _print_json(out)
@@ -48,6 +51,8 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
             print(f"{key:<{width}}  {value}")
         if containment is not None:
             print(f"{'containment':<{width}}  {containment.describe()}")
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if error is not None:
             print(f"error: {error}", file=sys.stderr)
     return EXIT_FAILED if error is not None else 0

@@ -37,6 +37,33 @@ PLAIN_ENV: dict[str, str] = {
     "openai_realtime_voice": "OPENAI_REALTIME_VOICE",
 }
 
+# Realtime model names, read from the installed openai SDK (3.63): the ``model`` Literal of
+# ``openai/types/realtime/realtime_session_create_request.py`` and its "Deprecated values" note
+# (shutdown 2027-01-20, https://developers.openai.com/api/docs/deprecations). The default is the newest
+# full-size GA name listed there (the ``-mini`` names trade quality for price). Retired or legacy: what
+# that note deprecates, the ``gpt-4o-*-realtime-preview*`` previews the GA models replaced, and the
+# older dated snapshots of a deprecated family. tests/unit/test_realtime_models.py reads the Literal
+# at test time, so an SDK that drops the default fails there.
+DEFAULT_REALTIME_MODEL = "gpt-realtime-2.1"
+RETIRED_REALTIME_MODELS: frozenset[str] = frozenset(
+    {
+        "gpt-realtime",
+        "gpt-realtime-2025-08-28",
+        "gpt-realtime-mini",
+        "gpt-realtime-mini-2025-10-06",
+        "gpt-realtime-mini-2025-12-15",
+        "gpt-audio-mini",
+        "gpt-audio-mini-2025-10-06",
+        "gpt-audio-mini-2025-12-15",
+        "gpt-4o-realtime-preview",
+        "gpt-4o-realtime-preview-2024-10-01",
+        "gpt-4o-realtime-preview-2024-12-17",
+        "gpt-4o-realtime-preview-2025-06-03",
+        "gpt-4o-mini-realtime-preview",
+        "gpt-4o-mini-realtime-preview-2024-12-17",
+    }
+)
+
 
 class Settings(BaseSettings):
     """Every setting of openab-voice. Environment names are ``OPENAB_<FIELD>`` unless noted."""
@@ -53,6 +80,19 @@ class Settings(BaseSettings):
         default=None, gt=0, description="Sync slash commands to this guild only (instant); global otherwise."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
+    voice_status: bool = Field(
+        default=False,
+        description=(
+            "Show the bot's state (Listening, Thinking, Speaking, Running a task) as the joined voice "
+            "channel's status; cleared on leave."
+        ),
+    )
+    voice_status_interval_s: float = Field(
+        default=5.0,
+        ge=1.0,
+        le=600,
+        description="Least time between two status updates of one voice channel (the latest state wins).",
+    )
 
     # --- shards (many guilds: one bot pod per shard range) ---
     shard_count: int | None = Field(
@@ -89,6 +129,12 @@ class Settings(BaseSettings):
     pending_ttl_s: float = Field(default=10.0, gt=0, description="How long unmapped packets are kept.")
     receive_queue_packets: int = Field(
         default=2000, ge=10, description="Bound of the queue leaving discord.py's reader thread."
+    )
+    udp_keepalive_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="Seconds between UDP keep-alives on the voice socket, so a NAT keeps it open (0: none).",
     )
 
     # --- playback ---
@@ -168,7 +214,7 @@ class Settings(BaseSettings):
         description="Voice engine: cascade (STT -> chat -> TTS) or realtime (OpenAI Realtime speech-to-speech).",
     )
     openai_realtime_model: str = Field(
-        default="gpt-realtime",
+        default=DEFAULT_REALTIME_MODEL,
         min_length=1,
         max_length=100,
         pattern=r"^[A-Za-z0-9._:-]+$",
@@ -657,6 +703,46 @@ def public_view(settings: Settings) -> dict[str, Any]:
         else:
             out[env_name(field)] = value
     return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigWarning:
+    """A valid setting that is probably not what was meant (``check-config`` shows it; start-up goes on).
+
+    Attributes:
+        code: stable, like an error's (``CONFIG_*``).
+        setting: the environment variable at fault.
+        message: what is wrong and what to do.
+    """
+
+    code: str
+    setting: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The same shape as :meth:`~openab_voice.errors.OpenabError.to_dict`, less ``retryable``."""
+        return {"code": self.code, "message": self.message, "setting": self.setting}
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+def config_warnings(settings: Settings) -> list[ConfigWarning]:
+    """What ``check-config`` warns about: today a retired or legacy realtime model name."""
+    found: list[ConfigWarning] = []
+    model = settings.openai_realtime_model
+    if model in RETIRED_REALTIME_MODELS:
+        found.append(
+            ConfigWarning(
+                code="CONFIG_REALTIME_MODEL_RETIRED",
+                setting=env_name("openai_realtime_model"),
+                message=(
+                    f"{model} is a retired or legacy realtime model (OpenAI deprecations); "
+                    f"use {DEFAULT_REALTIME_MODEL}, the default"
+                ),
+            )
+        )
+    return found
 
 
 def describe() -> list[tuple[str, str, str]]:

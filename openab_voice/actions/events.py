@@ -10,7 +10,8 @@ from openab_voice.bus.events import Event, sanitize
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionChanged(Event):
-    """An action's status changed (written to the store first)."""
+    """An action's status changed (written to the store first). ``voice_channel_id``: the voice
+    channel it was asked in (the channel's status shows a running task), None when unknown."""
 
     action_id: str
     status: str
@@ -20,6 +21,7 @@ class ActionChanged(Event):
     goal: str = ""
     proposed_by: str = ""
     effect_ceiling: str | None = None
+    voice_channel_id: str | None = None
     stage: str = "actions"
 
     def __post_init__(self) -> None:

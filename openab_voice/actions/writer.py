@@ -61,6 +61,7 @@ class JobWriter:
         self._bus.publish(
             ActionChanged(
                 at=self._clock.monotonic(),
+                session_id=record.voice_session_id,
                 action_id=record.id,
                 status=record.status.value,
                 previous=None if previous is None else previous.value,
@@ -69,5 +70,6 @@ class JobWriter:
                 goal=record.goal,
                 proposed_by=str(record.proposed_by),
                 effect_ceiling=record.effect_ceiling,
+                voice_channel_id=None if record.voice_channel_id is None else str(record.voice_channel_id),
             )
         )

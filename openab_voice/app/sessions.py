@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import discord
 
 from openab_voice.actions.broker import ActionBroker
+from openab_voice.actions.claims import ActionClaims
 from openab_voice.actions.intake import Say, TaskPhraseIntake
 from openab_voice.actions.tools import SessionFacts, register_action_tools
 from openab_voice.app.providers import frontend_settings
@@ -28,6 +29,7 @@ from openab_voice.discord.playback import Playback
 from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
 from openab_voice.discord.roster import ChannelRoster
 from openab_voice.discord.session import VoiceSession
+from openab_voice.discord.voice_status import VoiceStatus
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import Intake, TranscriptDesk
@@ -55,6 +57,8 @@ class SessionOptions:
     Attributes:
         tool_router: the ToolRouter's budgets; None: the router is off
             (``OPENAB_TOOL_ROUTER_ENABLED=false``) and no tool runs.
+        voice_status_interval_s: the least time between two voice channel status updates; None: the
+            bot sets no status (``OPENAB_VOICE_STATUS=false``).
     """
 
     receiver: ReceiverSettings
@@ -63,6 +67,7 @@ class SessionOptions:
     playback_buffer_ms: int
     connect_timeout_s: float = 30.0
     tool_router: RouterSettings | None = RouterSettings()
+    voice_status_interval_s: float | None = None
 
 
 def session_options(settings: Settings) -> SessionOptions:
@@ -74,10 +79,12 @@ def session_options(settings: Settings) -> SessionOptions:
             pending_per_ssrc=settings.pending_packets_per_ssrc,
             pending_ttl_s=settings.pending_ttl_s,
             inbox_packets=settings.receive_queue_packets,
+            udp_keepalive_s=settings.udp_keepalive_s,
         ),
         playback_enabled=settings.playback_enabled,
         playback_buffer_ms=settings.playback_buffer_ms,
         tool_router=router_settings(settings) if settings.tool_router_enabled else None,
+        voice_status_interval_s=settings.voice_status_interval_s if settings.voice_status else None,
     )
 
 
@@ -125,6 +132,8 @@ class SessionFactory:
         self._providers = providers
         self._broker = broker
         self._action_channel_id = action_channel_id
+        # The model's speech about actions is held against the store's statuses (every session's).
+        self._claims = ActionClaims(bus)
 
     def __call__(
         self, channel: VoiceChannel, *, generation: int, text_channel_id: int | None
@@ -190,7 +199,27 @@ class SessionFactory:
             intake=intake,
             recorder=self._recorder(channel, session_id),
             remember=remember,
+            voice_status=self._voice_status(channel, session_id),
             connect_timeout_s=options.connect_timeout_s,
+        )
+
+    def _voice_status(self, channel: VoiceChannel, session_id: str) -> VoiceStatus | None:
+        """The channel's status line, when ``OPENAB_VOICE_STATUS`` is on (a stage channel has none)."""
+        interval_s = self._options.voice_status_interval_s
+        if interval_s is None or not isinstance(channel, discord.VoiceChannel):
+            return None
+        voice_channel = channel
+
+        async def send(status: str | None) -> None:
+            await voice_channel.edit(status=status)  # PUT /channels/{id}/voice-status
+
+        return VoiceStatus(
+            send,
+            bus=self._bus,
+            clock=self._clock,
+            session_id=session_id,
+            channel_id=str(channel.id),
+            interval_s=interval_s,
         )
 
     def _recorder(self, channel: VoiceChannel, session_id: str) -> TranscriptRecorder | None:
@@ -291,6 +320,8 @@ class SessionFactory:
                 tools=tools,
                 capture=frontend.subscribe if frontend is not None else None,
                 settings=RealtimeSettings(voice=providers.realtime_voice or DEFAULT_VOICE),
+                voice=providers.tts,
+                claims=self._claims,
             )
         return ConversationManager(
             bus=self._bus,

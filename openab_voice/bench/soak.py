@@ -26,6 +26,11 @@ that value):
 * ``uncounted_packets`` = 0: packets the emulator sent to the bot (after its own impairments) that the
   receiver neither attributed nor counted as a drop, at the end of the run.
 * ``unhandled_exceptions`` = 0.
+* ``silent_phase_missed`` = 0, when ``silence_s`` is set: after the call, nobody speaks for
+  ``silence_s`` (the emulator's NAT closes after ``nat_timeout_s`` without a datagram from the bot),
+  then one question; 1 when no final transcript of it came within ``_SILENT_FINAL_WAIT_S``.
+  ``silent_phase`` reports when it was said, when its final came, and the emulator's UDP counters
+  (``udp_from_bot`` by kind, ``nat_dropped``) over the phase.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ ANSWER = (
 # Receive drops that are not a speaker's audio (the server's and discord.py's own datagrams).
 _NOT_SPEECH = frozenset({"rtcp", "keepalive", "ip_discovery"})
 _QUEUE_POLL_S = 1.0
+_SILENT_FINAL_WAIT_S = 30.0
 
 
 def run(
@@ -87,6 +93,8 @@ def run(
     loss: float = 0.02,
     jitter_ms: float = 20.0,
     seed: int = 0,
+    silence_s: float = 0.0,
+    nat_timeout_s: float | None = None,
     out: Path | None = None,
 ) -> dict[str, Any]:
     """Run the soak and return its report (also written to ``out`` after every sample, when given).
@@ -95,8 +103,10 @@ def run(
         ValueError: a non-positive duration or interval.
         ProviderUnavailable: faster-whisper or Piper is not installed.
     """
-    if minutes <= 0 or sample_s <= 0 or resume_every_s <= 0 or churn_every_s <= 0:
-        raise ValueError("minutes, sample_s, resume_every_s and churn_every_s must be positive")
+    if minutes <= 0 or sample_s <= 0 or resume_every_s <= 0 or churn_every_s <= 0 or silence_s < 0:
+        raise ValueError(
+            "minutes, sample_s, resume_every_s and churn_every_s must be positive, silence_s not negative"
+        )
     soak = _Soak(
         minutes=minutes,
         sample_s=sample_s,
@@ -107,6 +117,8 @@ def run(
         loss=loss,
         jitter_ms=jitter_ms,
         seed=seed,
+        silence_s=silence_s,
+        nat_timeout_s=nat_timeout_s,
         out=out,
     )
     return asyncio.run(soak.main())
@@ -167,6 +179,7 @@ class _Soak:
         self.queue_overruns = 0
         self.queues_seen: dict[str, QueueDepth] = {}  # over the run
         self.sessions: dict[int, VoiceSession] = {}
+        self.silent_phase: dict[str, Any] | None = None
 
     async def main(self) -> dict[str, Any]:
         self.exceptions.install(asyncio.get_running_loop())
@@ -188,6 +201,7 @@ class _Soak:
                 jitter_ms=self.o["jitter_ms"],
                 seed=self.o["seed"],
                 bot_name="Jarvis",
+                nat_timeout_s=self.o["nat_timeout_s"],
             )
             async with BotOnEmulator(
                 settings, config, users={ALICE: "alice", BOB: "bob"}, clock=self.clock, providers=providers
@@ -226,6 +240,8 @@ class _Soak:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.o["silence_s"] > 0:
+            await self._silent_phase(h, script, started)
         await self.clock.sleep(1.0)  # what is in flight lands before the final count
         session = h.bot.voice.get(h.emulator.guild_id)
         if session is not None:
@@ -233,6 +249,27 @@ class _Soak:
         report = self._report(h, script, started, final=True)
         self._write(report)
         return report
+
+    async def _silent_phase(self, h: BotOnEmulator, script: Script, started: float) -> None:
+        """Silence, then one question: its final transcript must still come."""
+        udp_before = h.emulator.udp_stats()
+        began, sent = await script.after_silence(self.o["silence_s"])
+        deadline = began + _SILENT_FINAL_WAIT_S
+        final_at = None
+        while final_at is None and self.clock.monotonic() < deadline:
+            final_at = next((t for t in self.tally.finals_at if t > began), None)
+            await self.clock.sleep(0.1)
+        udp = h.emulator.udp_stats()
+        self.silent_phase = {
+            "silence_s": self.o["silence_s"],
+            "nat_timeout_s": self.o["nat_timeout_s"],
+            "said_at_s": round(began - started, 1),
+            "packets_sent": sent.sent,
+            "final_after_s": None if final_at is None else round(final_at - began, 2),
+            "udp_from_bot": {k: v - udp_before["udp_from_bot"][k] for k, v in udp["udp_from_bot"].items()},
+            "nat_dropped": udp["nat_dropped"] - udp_before["nat_dropped"],
+        }
+        self.samples.append(self._sample(h, script, started))
 
     # --- sampling --------------------------------------------------------------------------------
 
@@ -370,6 +407,13 @@ class _Soak:
             "script_notes": list(counts.errors),
         }
         targets = dict(TARGETS)
+        if self.o["silence_s"] > 0:
+            phase = self.silent_phase
+            result["silent_phase"] = phase
+            result["silent_phase_missed"] = (
+                None if phase is None else int(phase["final_after_s"] is None) if final else None
+            )
+            targets["silent_phase_missed"] = 0
         meets = {k: result[k] is not None and result[k] <= v for k, v in targets.items()}
         return {
             "minutes": self.o["minutes"],

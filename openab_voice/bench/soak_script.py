@@ -1,5 +1,7 @@
 """The soak's call: two people talking to the bot and over it, a third joining and leaving, and the
-voice server forcing the bot to resume, for as long as the soak runs.
+voice server forcing the bot to resume, for as long as the soak runs; then, optionally, a long
+silence after which one more question must still be transcribed (behind the emulator's NAT, only the
+bot's UDP keep-alive keeps the path open while nobody speaks).
 
 Each round one speaker asks the bot a question whose answer is long; then, in turn: the other talks
 over the answer a second in ("Wait, stop please ..."), the answer is left to finish, or both talk at
@@ -145,6 +147,14 @@ class Script:
                 return False
             await self._clock.sleep(_POLL_S)
         return True
+
+    async def after_silence(self, silence_s: float) -> tuple[float, SendReport]:
+        """The silent phase: nobody talks (and the bot, done answering, plays nothing) for
+        ``silence_s``, then alice asks once; returns when she began and what went out."""
+        await self._settle()
+        await self._clock.sleep(silence_s)
+        began = self._clock.monotonic()
+        return began, await self._say(ALICE, "capital")
 
     # --- members ---------------------------------------------------------------------------------
 

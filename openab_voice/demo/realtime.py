@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from pydantic import SecretStr
 
-from openab_voice.config import Settings
+from openab_voice.config import DEFAULT_REALTIME_MODEL, Settings
 from openab_voice.engine.settings import SMALL_MODEL_PROMPT
 from openab_voice.providers.speech_registry import ChatConfig, chat_registry
 from openab_voice.testing.realtime import ChatModelResponder, LoopbackRealtimeServer, Pacing
@@ -48,7 +48,7 @@ async def loopback_provider(
             update: dict[str, object] = {
                 "openai_base_url": server.base_url,
                 "openai_api_key": SecretStr(DEMO_KEY),
-                "openai_realtime_model": "gpt-realtime",
+                "openai_realtime_model": DEFAULT_REALTIME_MODEL,
             }
             if settings.system_prompt is None and settings.chat_provider == "llama":
                 update["system_prompt"] = SMALL_MODEL_PROMPT  # what the small model follows best

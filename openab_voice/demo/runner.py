@@ -208,6 +208,7 @@ async def run_demo(
         jitter_ms=scenario.jitter_ms,
         seed=scenario.seed,
         bot_name=scenario.bot_name,
+        nat_timeout_s=scenario.nat_timeout_s,
     )
     users = {int(s.id): s.name for s in scenario.speakers}
     spoken = await synthesize_lines(scenario)
@@ -254,10 +255,15 @@ async def run_demo(
             if record_dir is not None:
                 h.recorder.write(record_dir)
             bot_audio_ms = h.emulator.bot_audio.ms
+            emulator = h.emulator.udp_stats()
+            # Every voice channel status the bot set (OPENAB_VOICE_STATUS), on the report's timeline.
+            voice_status = [dict(e, at=round(e["at"] - h.origin, 3)) for e in h.emulator.voice_statuses]
+            emulator = {**emulator, "voice_status": voice_status}
         return report.build(
             names={s.id: s.name for s in scenario.speakers},
             bot_audio_ms=bot_audio_ms,
             text_channel=text_channel,
+            emulator=emulator,
         )
     finally:
         for task in tasks:

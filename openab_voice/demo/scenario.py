@@ -8,6 +8,8 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
       "reorder": 0.0,          # probability that a packet swaps with the next one
       "jitter_ms": 0.0,        # random extra send delay per packet
       "seed": 0,               # impairment RNG seed
+      "nat_timeout_s": 30,     # a NAT in front of the bot: the server's UDP to it is dropped while the
+                               # bot has sent nothing on UDP for this long (null: no NAT)
       "until": 12.0,           # the demo ends this long after the bot joined
       "greeting": true,        # the bot plays a short greeting after joining
       "dialogue": true,        # the bot answers (offline STT -> LLM -> TTS); false: receive only
@@ -144,6 +146,7 @@ class Scenario(BaseModel):
     reorder: float = Field(default=0.0, ge=0, le=0.5)
     jitter_ms: float = Field(default=0.0, ge=0, le=200)
     seed: int = 0
+    nat_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     until: float = Field(default=12.0, gt=0, le=3600)
     greeting: bool = True
     dialogue: bool = True

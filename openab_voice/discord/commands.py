@@ -42,6 +42,12 @@ def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -
             f"Audio: APM {audio['apm']}, VAD {audio['vad']}"
             + (f" · DEGRADED ({', '.join(degraded)})" if degraded else "")
         )
+    channel_status = status.get("voice_status")
+    if channel_status:
+        lines.append(
+            f"Channel status: {channel_status['shown'] or 'none'} · {channel_status['sent']} set, "
+            f"{channel_status['failures']} failed"
+        )
     for uid, s in sorted(status["speakers"].items()):
         dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.get("dropped", {}).items())) or "none"
         lines.append(

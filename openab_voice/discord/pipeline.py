@@ -51,6 +51,9 @@ class ReceiverSettings:
             the commit, and after op 31 the session has no keys until its welcome); retried, in
             order, as soon as one of that SSRC's frames decrypts again.
         dave_hold_s: how long such a frame is held before it is dropped and counted.
+        udp_keepalive_s: seconds between UDP keep-alives on the voice socket, from join to leave, so
+            a NAT in front of the bot keeps the path open while it does not play (0: none; see
+            :mod:`~openab_voice.discord.keepalive`).
     """
 
     jitter_depth: int = 3
@@ -63,6 +66,7 @@ class ReceiverSettings:
     subscriber_frames: int = 500
     dave_hold_packets: int = 50
     dave_hold_s: float = 1.0
+    udp_keepalive_s: float = 5.0
 
 
 class DaveDecryptor(Protocol):

@@ -97,7 +97,12 @@ class _Stop:
     at: float
 
 
-_Control = _Map | _Remove | _Transport | _DaveSource | _Cut | _Tick | _Barrier | _Stop
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    kind: str
+
+
+_Control = _Map | _Remove | _Transport | _DaveSource | _Cut | _Tick | _Barrier | _Stop | _Sent
 _Item = tuple[bytes, float] | _Control
 
 
@@ -194,6 +199,10 @@ class VoiceReceiver:
         self._errors_logged = 0
         self._arrivals = ArrivalStamps(clock, lambda: None)
 
+    @property
+    def settings(self) -> ReceiverSettings:
+        return self._settings
+
     def set_socket_source(self, source: Callable[[], socket.socket | None]) -> None:
         """The socket the datagrams given to :meth:`feed` are read from (read per datagram: a
         reconnect replaces it); their arrival is then its kernel receive stamp. Call before the
@@ -269,6 +278,11 @@ class VoiceReceiver:
     def remove_user(self, user_id: str) -> None:
         """Free ``user_id``'s decoder and jitter state (op 13); its counters are kept."""
         self._inbox.put(_Remove(str(user_id), self._clock.monotonic()))
+
+    def count_sent(self, kind: str) -> None:
+        """Count a datagram the bot sent on the voice socket besides media (the UDP keep-alive,
+        ``stats.UDP_KEEPALIVE*``), in the receive stats' ``udp_sent``."""
+        self._inbox.put(_Sent(kind))
 
     def cut_streams(
         self, *, new_session: bool, then: Callable[[tuple[str, ...]], object] | None = None
@@ -399,6 +413,8 @@ class VoiceReceiver:
                 self._settle()
                 self._snapshot = pipeline.snapshot()
                 item.done()
+            case _Sent():
+                pipeline.stats.count_sent(item.kind)
             case _Stop():
                 pipeline.close()
                 self._settle()

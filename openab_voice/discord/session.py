@@ -39,6 +39,7 @@ from openab_voice.discord.voice_client import (
     ReceivingVoiceClient,
     receiving_voice_client,
 )
+from openab_voice.discord.voice_status import VoiceStatus
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.expiry import SpeechCause
@@ -72,6 +73,8 @@ class VoiceSession:
         intake: the task phrase path, when actions are on and there is a control channel.
         recorder: stores the transcript, when ``OPENAB_TRANSCRIPT_STORE`` is on.
         remember: the spoken "remember that ..." path, when long-term memory is on.
+        voice_status: the channel's status line, when ``OPENAB_VOICE_STATUS`` is on; set once the
+            voice connection is up, cleared first on close (while still connected).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class VoiceSession:
         intake: TaskPhraseIntake | None = None,
         recorder: TranscriptRecorder | None = None,
         remember: RememberIntake | None = None,
+        voice_status: VoiceStatus | None = None,
         connect_timeout_s: float = 30.0,
     ) -> None:
         self.id = session_id
@@ -105,6 +109,7 @@ class VoiceSession:
         self.intake = intake
         self.recorder = recorder
         self.remember = remember
+        self.voice_status = voice_status
         self._bus = bus
         self._clock = clock
         self._connect_timeout_s = connect_timeout_s
@@ -130,6 +135,8 @@ class VoiceSession:
             self.transcriber.start(self.frontend.subscribe_marked())
         if self.conversation is not None:
             await self.conversation.start()
+        if self.voice_status is not None:
+            self.voice_status.start()
         self._bus.publish(
             VoiceConnected(
                 at=self._clock.monotonic(),
@@ -306,6 +313,7 @@ class VoiceSession:
                 "vad": self.frontend.settings.vad_provider,
                 "degraded": list(self.frontend.degraded_reasons),
             },
+            "voice_status": self.voice_status.snapshot() if self.voice_status is not None else None,
             "speakers": snap.get("speakers", {}),
             "unattributed": snap.get("unattributed", {}),
             "gaps": [
@@ -326,6 +334,8 @@ class VoiceSession:
         if self._rejoin_task is not None and not self._rejoin_task.done():
             self._rejoin_task.cancel()
             await asyncio.wait({self._rejoin_task})
+        if self.voice_status is not None:
+            await self.voice_status.aclose()  # cleared while the bot is still in the channel
         self.desk.close()  # what the transcriber still finishes is observed, not acted on
         if self.intake is not None:
             await self.intake.aclose()

@@ -2,7 +2,8 @@
 
 A packet is *attributed* once transport decryption proved where it came from and its SSRC maps to
 a user; everything rejected before that (random bytes, RTCP, keepalives, failed transport
-authentication, SSRCs that never mapped, a full inbox) is counted under ``unattributed``. The
+authentication, SSRCs that never mapped, a full inbox) is counted under ``unattributed``. What the bot
+itself sends on the voice socket besides media (the UDP keep-alive) is counted under ``udp_sent``. The
 receive worker thread owns these objects; other threads only ever see :meth:`ReceiveStats.snapshot`
 copies, which are plain JSON-able dicts.
 """
@@ -31,6 +32,11 @@ DUPLICATE: Final = "duplicate"
 QUEUE_FULL: Final = "queue_full"
 OPUS_DECODE_FAILED: Final = "opus_decode_failed"
 INTERNAL_ERROR: Final = "internal_error"
+
+# What the bot sent on its voice UDP socket besides media (``ReceiveStats.count_sent``).
+UDP_KEEPALIVE: Final = "keepalive"
+UDP_KEEPALIVE_FAILED: Final = "keepalive_failed"  # the send raised (full buffer, socket closed)
+UDP_KEEPALIVE_NO_SOCKET: Final = "keepalive_no_socket"  # no open socket at the time (between sessions)
 
 
 def reason_for_code(code: str) -> str:
@@ -88,6 +94,7 @@ class ReceiveStats:
     def __init__(self) -> None:
         self._speakers: dict[str, SpeakerCounters] = {}
         self._unattributed: dict[str, int] = {}
+        self._sent: dict[str, int] = {}
 
     def speaker(self, user_id: str) -> SpeakerCounters:
         """The counters of ``user_id``, created on first use; kept after the user leaves."""
@@ -105,9 +112,20 @@ class ReceiveStats:
         """How many unattributed packets were dropped for ``reason``."""
         return self._unattributed.get(reason, 0)
 
+    def count_sent(self, kind: str) -> None:
+        """Count one datagram the bot sent (or failed to send) on its voice socket that is not media:
+        the UDP keep-alive (:mod:`~openab_voice.discord.keepalive`)."""
+        self._sent[kind] = self._sent.get(kind, 0) + 1
+
+    def sent(self, kind: str) -> int:
+        """How many datagrams of ``kind`` :meth:`count_sent` counted."""
+        return self._sent.get(kind, 0)
+
     def snapshot(self) -> dict[str, Any]:
-        """``{"speakers": {user_id: {...}}, "unattributed": {reason: n}}``, JSON-able and detached."""
+        """``{"speakers": {user_id: {...}}, "unattributed": {reason: n}, "udp_sent": {kind: n}}``,
+        JSON-able and detached."""
         return {
             "speakers": {uid: c.to_dict() for uid, c in self._speakers.items()},
             "unattributed": dict(self._unattributed),
+            "udp_sent": dict(self._sent),
         }

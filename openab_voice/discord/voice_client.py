@@ -11,6 +11,11 @@ Two documented extension points of discord.py 2.7 are used (see
   ``SocketReader`` thread calls with every UDP datagram; it goes straight to
   :meth:`VoiceReceiver.feed`, which only enqueues.
 
+From the first op 4 until the client is cleaned up, a :class:`~openab_voice.discord.keepalive.UdpKeepAlive`
+sends a keep-alive on the voice socket every ``receiver.settings.udp_keepalive_s`` (discord.py sends
+nothing on UDP while it does not play); each later op 4 (a move or a re-identify) and op 9 (RESUMED)
+sends one at once.
+
 The connection state is :class:`~openab_voice.discord.reconnect.SupervisedConnectionState`, whose
 poller resumes after 4015 and network drops and hands rejoins to the session.
 """
@@ -18,6 +23,7 @@ poller resumes after 4015 and network drops and hands rejoins to the session.
 from __future__ import annotations
 
 import logging
+import socket
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +33,7 @@ import discord
 from discord.voice_state import VoiceConnectionState
 
 from openab_voice.clock import Clock, SystemClock
+from openab_voice.discord.keepalive import UdpKeepAlive
 from openab_voice.discord.pipeline import DaveDecryptor
 from openab_voice.discord.receiver import VoiceReceiver
 from openab_voice.discord.reconnect import SupervisedConnectionState, VoiceLife
@@ -111,6 +118,9 @@ class ReceivingVoiceClient(discord.VoiceClient):
     channel)``).
     """
 
+    keepalive: UdpKeepAlive | None = None
+    """The UDP keep-alive (None: the receiver's ``udp_keepalive_s`` is 0)."""
+
     def __init__(
         self,
         client: discord.Client,
@@ -127,9 +137,20 @@ class ReceivingVoiceClient(discord.VoiceClient):
         self._life = life
         self._clock = clock or SystemClock()
         self._listening = False
+        interval = receiver.settings.udp_keepalive_s
+        if interval > 0:
+            self.keepalive = UdpKeepAlive(
+                socket_source=self._voice_socket,
+                clock=self._clock,
+                count=receiver.count_sent,
+                interval_s=interval,
+            )
         self.op_outcomes: Counter[str] = Counter()
         """How many voice op messages the hook handled, ignored, rejected (by reason) or failed on."""
         super().__init__(client, channel)
+
+    def _voice_socket(self) -> socket.socket | None:
+        return self._connection.socket or None  # MISSING is falsy
 
     def create_connection_state(self) -> VoiceConnectionState:
         return SupervisedConnectionState(self, hook=self._voice_ws_hook, life=self._life, clock=self._clock)
@@ -185,6 +206,11 @@ class ReceivingVoiceClient(discord.VoiceClient):
                 self.receiver.set_socket_source(lambda: connection.socket or None)  # MISSING is falsy
                 connection.add_socket_listener(self.receiver.feed)
                 self._listening = True
+            if self.keepalive is not None:
+                self.keepalive.start()  # running already (a move, a re-identify): one now
+        elif op == OP_RESUMED:
+            if self.keepalive is not None and self.keepalive.running:
+                self.keepalive.send_now()
         elif op == OP_SPEAKING and "user_id" in data and "ssrc" in data:
             self.receiver.map_ssrc(data["ssrc"], str(data["user_id"]))
         elif op == OP_CLIENT_DISCONNECT and "user_id" in data:
@@ -193,7 +219,9 @@ class ReceivingVoiceClient(discord.VoiceClient):
             self._on_voice_op(self, op, data)
 
     def stop_listening(self) -> None:
-        """Unregister the UDP listener (idempotent)."""
+        """Unregister the UDP listener and stop the keep-alive (idempotent)."""
+        if self.keepalive is not None:
+            self.keepalive.stop()
         if self._listening:
             self._connection.remove_socket_listener(self.receiver.feed)
             self._listening = False

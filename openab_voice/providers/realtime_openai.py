@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openab_voice.config import Settings
+from openab_voice.config import DEFAULT_REALTIME_MODEL, Settings
 from openab_voice.errors import OpenabError, ProviderUnavailable
 from openab_voice.providers.speech_registry import ProviderRequestFailed, ProviderRequestRejected
 
@@ -50,7 +50,7 @@ __all__ = [
     "server_error",
 ]
 
-DEFAULT_MODEL = "gpt-realtime"
+DEFAULT_MODEL = DEFAULT_REALTIME_MODEL
 DEFAULT_VOICE = "marin"
 PROVIDER_RATE = 24_000
 """``audio/pcm`` in and out: 24 kHz mono s16le, the only rate the API takes."""

@@ -1,7 +1,10 @@
 """The demo report, built from bus events only (plus what the emulator observed of the bot's audio).
 
 Times in the report are seconds since the bot's voice connection came up (``VoiceConnected``).
-``text_channel`` is the one part read from the emulator: the messages the channel holds.
+``text_channel`` and ``emulator`` are read from the emulator: the messages the channel holds, and
+what reached its voice UDP port from the bot by kind (``udp_from_bot``: ``keepalive``, ``media``,
+``other``) with the datagrams to the bot its NAT dropped (``nat_dropped``), and each voice channel
+status the bot set (``voice_status``: ``at``, ``channel_id``, ``status``; None when cleared).
 
 Besides the summary, the report keeps the timeline that :mod:`openab_voice.report.page` draws: each speaker's speech
 segments (the front end's speech start/end), partial and final transcripts, turn decisions, echo-gate
@@ -29,6 +32,7 @@ from openab_voice.engine.events import (
     DialogueStateChanged,
     InterruptionDetected,
     LatencyMeasured,
+    SpeechClaimCut,
     SpeechDropped,
     TranscriptDiscarded,
     TranscriptFinal,
@@ -65,6 +69,7 @@ class ReportBuilder:
         self._interruptions: list[dict[str, Any]] = []
         self._playback: dict[str, dict[str, Any]] = {}  # utterance id -> entry, in start order
         self._dropped: list[dict[str, Any]] = []
+        self._claims_cut: list[dict[str, Any]] = []
         self._backlog: list[dict[str, Any]] = []
         self._dialogue: tuple[str, str | None] = ("idle", None)  # (state, turn id) now
         self._last = 0.0  # latest time seen, seconds since connect: the timeline's extent
@@ -206,6 +211,18 @@ class ReportBuilder:
                         "point": event.point,
                     }
                 )
+            case SpeechClaimCut():
+                self._claims_cut.append(
+                    {
+                        "at": self._since(event.at),
+                        "turn_id": event.turn_id,
+                        "text": event.text,
+                        "claimed": event.claimed,
+                        "actual": event.actual,
+                        "action_id": event.action_id,
+                        "correction": event.correction,
+                    }
+                )
             case TranscriptionBacklog():
                 self._backlog.append(
                     {
@@ -274,8 +291,10 @@ class ReportBuilder:
         names: dict[str, str],
         bot_audio_ms: float,
         text_channel: list[dict[str, Any]] | None = None,
+        emulator: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The report. ``text_channel`` is what the emulator holds (messages are not bus events)."""
+        """The report. ``text_channel`` is what the emulator holds (messages are not bus events),
+        ``emulator`` its voice UDP counters (``DiscordEmulator.udp_stats``)."""
         speakers: dict[str, Any] = {}
         for uid in sorted(set(names) | set(self._speakers)):
             stats = self._speakers.get(uid, {})
@@ -294,6 +313,7 @@ class ReportBuilder:
             "metrics": {k: list(v) for k, v in self._metrics.items()},
             "actions": [dict(a, transitions=list(a["transitions"])) for a in self._actions.values()],
             "text_channel": list(text_channel or []),
+            "emulator": dict(emulator or {}),
             "duration_s": self._last,
             "speech": [dict(s) for s in self._speech],
             "partials": list(self._partials),
@@ -303,6 +323,7 @@ class ReportBuilder:
             "interruptions": list(self._interruptions),
             "playback": [dict(p) for p in self._playback.values()],
             "speech_dropped": list(self._dropped),
+            "claims_cut": list(self._claims_cut),
             "transcription_backlog": list(self._backlog),
         }
 

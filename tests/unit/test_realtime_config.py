@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openab_voice.config import load_settings, public_view
+from openab_voice.config import DEFAULT_REALTIME_MODEL, load_settings, public_view
 from openab_voice.errors import ConfigError
 from openab_voice.providers.realtime_openai import realtime_config
 
@@ -15,7 +15,10 @@ from openab_voice.providers.realtime_openai import realtime_config
 def test_defaults_are_the_cascade_and_the_current_realtime_model() -> None:
     settings = load_settings({})
     assert settings.engine == "cascade"
-    assert (settings.openai_realtime_model, settings.openai_realtime_voice) == ("gpt-realtime", "marin")
+    assert (settings.openai_realtime_model, settings.openai_realtime_voice) == (
+        DEFAULT_REALTIME_MODEL,
+        "marin",
+    )
 
 
 def test_the_realtime_connection_comes_from_the_openai_settings(tmp_path: Path) -> None:

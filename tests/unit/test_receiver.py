@@ -316,7 +316,7 @@ async def test_close_without_start_is_quick_and_idempotent() -> None:
     await receiver.aclose()
     await receiver.aclose()
     assert [f async for f in frames] == []
-    assert receiver.snapshot() == {"speakers": {}, "unattributed": {}, "active": []}
+    assert receiver.snapshot() == {"speakers": {}, "unattributed": {}, "udp_sent": {}, "active": []}
 
 
 def test_inbox_bounds_packets_but_never_control_messages() -> None:

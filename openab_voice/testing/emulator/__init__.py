@@ -12,6 +12,7 @@ from openab_voice.testing.emulator.server import DiscordEmulator
 from openab_voice.testing.emulator.speakers import FakeSpeaker
 from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
 from openab_voice.testing.emulator.voice_events import VOICE_ACTIONS, VoiceEvent
+from openab_voice.testing.emulator.voice_status import VoiceStatusSet
 from openab_voice.testing.emulator.wav import load_wav_48k_stereo
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "UnknownHostError",
     "VoiceEvent",
     "VoiceSessionInfo",
+    "VoiceStatusSet",
     "build_client",
     "load_wav_48k_stereo",
     "prepare_speech",

@@ -42,6 +42,9 @@ class EmulatorConfig:
             keep-alive thread wakes after the send, so an ACK on loopback can be handled first, and
             it then logs the time since the connection opened as latency ("Can't keep up ...
             websocket is 41.3s behind", seen in the demo).
+        nat_timeout_s: a NAT in front of the bot: the voice server's datagrams to the bot are dropped
+            (and counted) while the bot's address has sent nothing on UDP for longer than this, on the
+            emulator's clock (None: no NAT). discord.py sends nothing on UDP while it does not play.
     """
 
     dave: bool = True
@@ -58,6 +61,7 @@ class EmulatorConfig:
     advertise_loopback: bool = False
     heartbeat_interval_ms: int = 41_250
     gateway_rtt_ms: float = 40.0
+    nat_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -75,6 +79,8 @@ class EmulatorConfig:
             raise EmulatorError(
                 "heartbeat_interval_ms or gateway_rtt_ms out of range", code="EMULATOR_BAD_CONFIG"
             )
+        if self.nat_timeout_s is not None and not 0.0 < self.nat_timeout_s <= 3600.0:
+            raise EmulatorError("nat_timeout_s must be in (0, 3600]", code="EMULATOR_BAD_CONFIG")
         self.impairments()  # validates the probabilities
 
     def impairments(self) -> Impairments:

@@ -41,6 +41,7 @@ from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
 from openab_voice.testing.emulator.voice_gateway import VoiceGateway
 from openab_voice.testing.emulator.voice_life import VoiceLifeApi
 from openab_voice.testing.emulator.voice_room import VoiceRoom
+from openab_voice.testing.emulator.voice_status import VoiceStatusApi, VoiceStatusSet
 from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
 from openab_voice.testing.emulator.waiting import HangGuard
 from openab_voice.testing.emulator.webhooks import WebhookApi
@@ -115,7 +116,7 @@ class DiscordEmulator(VoiceLifeApi):
         self.unknown_packets = 0
         self._commands = CommandRegistry(ids.application_id, snowflakes)
         self._interactions = InteractionRegistry()
-        self._udp = VoiceUdpServer(self._on_media)
+        self._udp = VoiceUdpServer(self._on_media, clock=self._clock, nat_timeout_s=config.nat_timeout_s)
         self._voice = VoiceGateway(
             self._state,
             config,
@@ -146,6 +147,7 @@ class DiscordEmulator(VoiceLifeApi):
             commit_wait_s=config.commit_wait_s,
         )
         self._actions = UserActions(self._state, self._commands, self._interactions, self._hub)
+        self._voice_status = VoiceStatusApi(self._state, self._hub, token=self.token, clock=self._clock)
         self._speakers: dict[int, FakeSpeaker] = {}
         self._unmapped: dict[int, RtpStream] = {}
         self._tasks = TaskOwner("emulator")  # a failed one is reported to the loop's handler
@@ -196,6 +198,7 @@ class DiscordEmulator(VoiceLifeApi):
                 ).routes(),
                 *ChannelApi(self._state, self._hub, token=self.token).routes(),
                 *WebhookApi(self._state, self._interactions, self._hub).routes(),
+                *self._voice_status.routes(),
             ]
         return self._api_routes
 
@@ -528,6 +531,11 @@ class DiscordEmulator(VoiceLifeApi):
     def messages(self, channel_id: int | None = None) -> list[JsonObject]:
         """Stored (non-ephemeral) messages, oldest first; copies."""
         return self._state.messages(channel_id)
+
+    @property
+    def voice_statuses(self) -> list[VoiceStatusSet]:
+        """Every voice channel status the bot set, oldest first (``status`` None: cleared); copies."""
+        return [VoiceStatusSet(**entry) for entry in self._voice_status.log]
 
     def pins(self, channel_id: int | None = None) -> list[int]:
         """Pinned message ids in pin order."""

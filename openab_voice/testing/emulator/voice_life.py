@@ -202,3 +202,8 @@ class VoiceLifeApi:
             "endpoint_port": self._room.endpoint_port or self._room.voice_port,
             "gateway_resumes": self._hub.resumes,
         }
+
+    def udp_stats(self) -> dict[str, Any]:
+        """What reached the voice UDP port from the bot, by kind (``keepalive``, ``media``,
+        ``other``), and how many datagrams to the bot its NAT dropped (``EmulatorConfig.nat_timeout_s``)."""
+        return {"udp_from_bot": dict(self._udp.from_bot), "nat_dropped": self._udp.nat_dropped}

@@ -136,6 +136,10 @@ class InteractionCallbackBody(TypedDict):
     data: NotRequired[JsonObject | None]
 
 
+class VoiceStatusBody(TypedDict):
+    status: str | None  # null clears it
+
+
 _ADAPTERS: dict[object, TypeAdapter[Any]] = {}
 
 

@@ -12,7 +12,7 @@ conversation with truncation applied, each response's record::
 
     async with LoopbackRealtimeServer(api_key="sk-test", responder=ScriptedResponder(["Hello."])) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
-        async with client.realtime.connect(model="gpt-realtime") as connection:
+        async with client.realtime.connect(model="gpt-realtime-2.1") as connection:
             ...
         session = await server.session(0)
         session.conversation.truncations, session.client_events, session.rejected

@@ -4,7 +4,7 @@ Point an unmodified ``openai`` client at it::
 
     async with LoopbackRealtimeServer(api_key="sk-test", responder=ScriptedResponder(["Hello."])) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
-        async with client.realtime.connect(model="gpt-realtime") as connection:
+        async with client.realtime.connect(model="gpt-realtime-2.1") as connection:
             ...
 
 The SDK connects to ``ws://<base_url host>/v1/realtime?model=<model>`` with ``Authorization: Bearer
