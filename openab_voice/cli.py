@@ -257,6 +257,8 @@ def _bench_soak(args: argparse.Namespace) -> dict[str, Any]:
         loss=0.02 if args.loss is None else args.loss,
         jitter_ms=args.jitter_ms,
         seed=args.seed,
+        silence_s=args.silence_s,
+        nat_timeout_s=args.nat_timeout_s if args.nat_timeout_s > 0 else None,
         out=args.out,
     )
 
@@ -393,6 +395,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--churn-every-s", type=float, default=60.0, help="soak: a member joins and leaves this often"
     )
     p.add_argument("--jitter-ms", type=float, default=20.0, help="soak: per-packet jitter")
+    p.add_argument(
+        "--silence-s",
+        type=float,
+        default=300.0,
+        help="soak: a silent phase after the call (nobody speaks, the bot plays nothing), then one question; 0: none",
+    )
+    p.add_argument(
+        "--nat-timeout-s",
+        type=float,
+        default=30.0,
+        help="soak: the emulator's NAT forgets the bot after this much UDP silence from it; 0: no NAT",
+    )
     p.add_argument("--out", type=Path, default=None, help="soak: also write the JSON here after every sample")
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")

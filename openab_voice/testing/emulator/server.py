@@ -42,7 +42,7 @@ from openab_voice.testing.emulator.voice_gateway import VoiceGateway
 from openab_voice.testing.emulator.voice_life import VoiceLifeApi
 from openab_voice.testing.emulator.voice_room import VoiceRoom
 from openab_voice.testing.emulator.voice_status import VoiceStatusApi, VoiceStatusSet
-from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer
+from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer, datagram_kind
 from openab_voice.testing.emulator.waiting import HangGuard
 from openab_voice.testing.emulator.webhooks import WebhookApi
 from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
@@ -415,6 +415,8 @@ class DiscordEmulator(VoiceLifeApi):
         return conn.info() if conn is not None and conn.ready.is_set() else None
 
     def _on_media(self, data: bytes, addr: Address) -> None:
+        if datagram_kind(data) == "keepalive":
+            return  # counted by the UDP server; like Discord's, it carries nothing to decode
         try:
             ssrc = parse_header(data).ssrc
         except PacketError:
