@@ -18,6 +18,7 @@ import collections
 from typing import TYPE_CHECKING
 
 from openab_voice.engine.duplex import EngineBinding
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.engine.expiry import publish_dropped
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.response import ResponseDeps, ToolPath
@@ -70,9 +71,12 @@ class ExactLines:
         )
         self._said: collections.deque[tuple[RealtimeLink | None, str]] = collections.deque(maxlen=_SAID_KEPT)
         self._link: RealtimeLink | None = None  # the session the line being said will be told to
+        self._unsaid: StartResponse | None = None  # a line dropped for want of a voice, not settled yet
 
     def owns(self, response_id: str) -> bool:
-        """Whether ``response_id`` is the exact line now being said."""
+        """Whether ``response_id`` is the exact line now being said (or dropped, not yet settled)."""
+        if self._unsaid is not None and self._unsaid.response_id == response_id:
+            return True
         return self._supervisor is not None and self._supervisor.active_id == response_id
 
     def start(self, effect: StartResponse, prepared: PreparedResponse, link: RealtimeLink | None) -> None:
@@ -88,22 +92,29 @@ class ExactLines:
                 reason=NO_EXACT_VOICE,
                 point="before_synthesis",
             )
+            self._unsaid = effect
             self._b.report(ResponseFinished(response_id=effect.response_id))
             return
         self._link = link
         self._supervisor.start(effect, prepared)
 
     async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
+        if self._settle_unsaid(effect.response_id):
+            return None
         assert self._supervisor is not None  # only called when it owns the response
         handle = await self._supervisor.interrupt(effect)
         self._heard(handle)
         return handle
 
     def commit(self, response_id: str) -> None:
+        if self._settle_unsaid(response_id):
+            return
         assert self._supervisor is not None
         self._heard(self._supervisor.commit(response_id))
 
     async def discard(self, effect: DiscardResponse) -> None:
+        if self._settle_unsaid(effect.response_id):
+            return
         assert self._supervisor is not None
         await self._supervisor.discard(effect)
 
@@ -128,6 +139,24 @@ class ExactLines:
     async def aclose(self) -> None:
         if self._supervisor is not None:
             await self._supervisor.aclose()
+
+    def _settle_unsaid(self, response_id: str) -> bool:
+        """Settle a dropped line like any response (once, nothing heard); False: not that one."""
+        unsaid = self._unsaid
+        if unsaid is None or unsaid.response_id != response_id:
+            return False
+        self._unsaid = None
+        self._b.bus.publish(
+            BotUtteranceFinished(
+                at=self._b.clock.monotonic(),
+                session_id=self._b.session_id,
+                turn_id=unsaid.turn_id,
+                text="",
+                spoken_text="",
+                interrupted=False,
+            )
+        )
+        return True
 
     def _heard(self, handle: SpeechHandle | None) -> None:
         heard = "" if handle is None else handle.heard_text()

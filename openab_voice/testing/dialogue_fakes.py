@@ -328,6 +328,11 @@ class FakeSpeechOutput:
     def queued_frames(self) -> int:
         return len(self._frames)
 
+    @property
+    def open_utterances(self) -> tuple[str, ...]:
+        """Utterances begun and not yet finished playing or interrupted."""
+        return tuple(utt.id for utt in self._utterances)
+
     def tags(self, utterance_id: str | None = None) -> list[int]:
         """The tag of every frame played (of one utterance), in order."""
         return [tag for uid, tag, _ in self.played if utterance_id is None or uid == utterance_id]

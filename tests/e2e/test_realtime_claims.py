@@ -159,3 +159,7 @@ async def test_without_an_exact_voice_a_status_line_is_dropped_never_asked_of_th
         assert dropped.text == WAITING and "no exact voice" in dropped.reason
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.client_events("response.create") == []
+        # Settled like any response, once, with nothing heard (the engine contract).
+        await rig.until(lambda: bool(rig.of(BotUtteranceFinished)))
+        [settled] = rig.of(BotUtteranceFinished)
+        assert (settled.turn_id, settled.spoken_text) == (dropped.turn_id, "")
