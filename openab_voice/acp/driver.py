@@ -20,45 +20,35 @@ Outcome rules, the heart of it:
 
 Whatever happens, :meth:`AgentRun.run` returns only after the agent's process group was killed and
 checked (``quiescent`` is in ``detail``; a group that is not quiescent also sets ``quarantined``).
+
+This module runs the turn; the handshake is :mod:`~openab_voice.acp.handshake`'s, the cancel
+:mod:`~openab_voice.acp.cancellation`'s, and what an ending proves :mod:`~openab_voice.acp.verdicts`'.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, cast
 
-from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp import connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
-from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation, PromptResponse
+from acp.schema import PromptResponse
 
-from openab_voice import __version__
+from openab_voice.acp.cancellation import Raced, race, stop_turn
 from openab_voice.acp.client import ActionClient, ToolCallRecord
+from openab_voice.acp.handshake import Handshake
 from openab_voice.acp.pod import PodAgent
 from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment, allowlisted
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
+from openab_voice.acp.verdicts import Verdict, ended_verdict, startup_failure, stop_reason, turn_failure
 from openab_voice.clock import Clock, bounded, first_done
 from openab_voice.errors import AcpError
 
 EventHook = Callable[[str, dict[str, object]], None]
 DecisionHook = Callable[[PermissionDecision], None]
 
-_FAILED_STOPS = {
-    "refusal": "ACP_REFUSED",
-    "max_tokens": "ACP_MAX_TOKENS",
-    "max_turn_requests": "ACP_MAX_TURN_REQUESTS",
-    "cancelled": "ACP_CANCELLED_BY_AGENT",  # a cancelled turn we never asked for: it ended, unsuccessfully
-}
 _CLOSE_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    execution: ExecutionOutcome
-    error_code: str | None
-    detail: str
-    stop_reason: str | None = None
 
 
 class AgentRun:
@@ -93,7 +83,7 @@ class AgentRun:
         self._done = asyncio.Event()
         self._started = False
         self._prompt_sent = False
-        self._auth_methods: tuple[str, ...] = ()
+        self._handshake = Handshake(request, self._emit)
         self._client: ActionClient | None = None
 
     @property
@@ -142,10 +132,10 @@ class AgentRun:
         request = self._request
         workspace = request.workspace
         if self._cancel_requested.is_set():
-            verdict = _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
+            verdict = Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
             return self._complete(verdict, prompt_sent=False, client=None, stopped="no process was started")
         started = await self._launch()
-        if isinstance(started, _Verdict):
+        if isinstance(started, Verdict):
             return self._complete(started, prompt_sent=False, client=None, stopped="no agent was started")
         process = started
         self._emit(
@@ -190,26 +180,26 @@ class AgentRun:
             process=process,
         )
 
-    async def _launch(self) -> AgentProcess | PodAgent | _Verdict:
+    async def _launch(self) -> AgentProcess | PodAgent | Verdict:
         """The started agent, or the verdict of a start that failed or was cancelled (nothing asked)."""
         pods = self._request.pods
         if pods is None:
             try:
                 return await self._start_agent()
             except AcpError as exc:
-                return _Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
+                return Verdict(ExecutionOutcome.FAILED, exc.code, exc.message)
         # Scheduling and pulling can take a while: a cancel meanwhile deletes the pod and ends now.
         started = await self._race(self._start_agent(), pods.settings.start_timeout_s + _CLOSE_S)
         if started.error is not None:
-            code, what = _startup_failure(started.error)
-            return _Verdict(ExecutionOutcome.FAILED, code, what)
+            code, what = startup_failure(started.error)
+            return Verdict(ExecutionOutcome.FAILED, code, what)
         if not (started.cancelled or started.timed_out):
             return cast(PodAgent, started.result)
         if isinstance(started.result, PodAgent):  # it came up as the cancel did: it goes
             await started.result.stop(0.0, kill_wait_s=self._kill_wait_s)
         if started.cancelled:
-            return _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
-        return _Verdict(ExecutionOutcome.FAILED, "ACP_POD_FAILED", "the action pod did not start in time")
+            return Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
+        return Verdict(ExecutionOutcome.FAILED, "ACP_POD_FAILED", "the action pod did not start in time")
 
     async def _start_agent(self) -> AgentProcess | PodAgent:
         """A fresh agent: a local process (in the sandbox when there is one) or an action pod.
@@ -237,22 +227,23 @@ class AgentRun:
             sandboxed=sandbox is not None,
         )
 
-    async def _converse(self, conn: ClientSideConnection, client: ActionClient) -> _Verdict:
+    async def _converse(self, conn: ClientSideConnection, client: ActionClient) -> Verdict:
         request = self._request
-        opened = await self._race(self._open_session(conn, client), request.startup_timeout_s)
+        opened = await self._race(self._handshake.open_session(conn, client), request.startup_timeout_s)
         if opened.cancelled:
-            return _Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the prompt was sent")
+            return Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the prompt was sent")
         if opened.timed_out:
-            return _Verdict(
+            return Verdict(
                 ExecutionOutcome.FAILED,
                 "ACP_STARTUP_TIMEOUT",
                 f"no session within {request.startup_timeout_s:g} s; the prompt was not sent",
             )
         if opened.error is not None:
-            code, what = _startup_failure(opened.error)
-            if code == "ACP_AUTH_REQUIRED" and self._request.auth_method is None and self._auth_methods:
-                what += f" (set OPENAB_ACP_AUTH_METHOD to one it offers: {', '.join(self._auth_methods)})"
-            return _Verdict(ExecutionOutcome.FAILED, code, f"{what}; the prompt was not sent")
+            code, what = startup_failure(opened.error)
+            offered = self._handshake.auth_methods
+            if code == "ACP_AUTH_REQUIRED" and self._request.auth_method is None and offered:
+                what += f" (set OPENAB_ACP_AUTH_METHOD to one it offers: {', '.join(offered)})"
+            return Verdict(ExecutionOutcome.FAILED, code, f"{what}; the prompt was not sent")
         session_id = str(opened.result)
 
         # Write-ahead: from the moment we start writing the prompt the agent may have it. (If the
@@ -270,150 +261,31 @@ class AgentRun:
             if which == 0 and not self._cancel_requested.is_set():
                 return self._ended(prompt)
             reason = "turn timeout" if which is None else "operator"
-            return await self._stop_turn(conn, client, session_id, prompt, reason)
+            return await stop_turn(
+                conn, client, session_id, prompt, reason, request=request, clock=self._clock, emit=self._emit
+            )
         finally:
             for task in (prompt, cancel_wait):
                 task.cancel()
             await asyncio.gather(prompt, cancel_wait, return_exceptions=True)
 
-    async def _open_session(self, conn: ClientSideConnection, client: ActionClient) -> str:
-        # No fs / terminal capability: the agent gets nothing from us but permission answers.
-        capabilities = ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
-        )
-        init = await conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=capabilities,
-            client_info=Implementation(name="openab-voice", version=__version__),
-        )
-        if init.protocol_version != PROTOCOL_VERSION:
-            # ACP initialization: the client should disconnect from a version it does not support.
-            raise AcpError(
-                f"agent speaks ACP version {init.protocol_version}, we speak {PROTOCOL_VERSION}",
-                code="ACP_PROTOCOL_VERSION",
-            )
-        agent = init.agent_info.name if init.agent_info is not None else None
-        self._emit("initialized", protocol_version=init.protocol_version, agent=agent)
-        self._auth_methods = tuple(method.id for method in init.auth_methods or ())
-        await self._authenticate(conn)
-        session = await conn.new_session(cwd=str(self._request.workspace.path), mcp_servers=[])
-        client.session_id = session.session_id
-        self._emit("session_created", session_id=session.session_id)
-        return session.session_id
-
-    async def _authenticate(self, conn: ClientSideConnection) -> None:
-        """ACP ``authenticate`` with the configured method (codex-acp refuses ``session/new`` without it).
-
-        Raises:
-            AcpError: ``ACP_AUTH_METHOD_UNAVAILABLE`` when the agent does not offer the configured method,
-                ``ACP_AUTH_FAILED`` when it refuses it.
-        """
-        method = self._request.auth_method
-        if method is None:
-            return
-        if method not in self._auth_methods:
-            offered = ", ".join(self._auth_methods) or "none"
-            raise AcpError(
-                f"the agent does not offer authentication method {method!r} (it offers: {offered})",
-                code="ACP_AUTH_METHOD_UNAVAILABLE",
-            )
-        try:
-            await conn.authenticate(method_id=method)
-        except RequestError as exc:
-            raise AcpError(
-                f"authentication {method!r} refused: {_rpc(exc)}", code="ACP_AUTH_FAILED"
-            ) from None
-        self._emit("authenticated", method=method)
-
-    def _ended(self, prompt: asyncio.Future[PromptResponse]) -> _Verdict:
+    def _ended(self, prompt: asyncio.Future[PromptResponse]) -> Verdict:
         """The verdict for a prompt that finished without our cancel."""
         try:
-            stop = _stop_reason(prompt)
+            stop = stop_reason(prompt)
         except Exception as exc:
-            code, what = _turn_failure(exc)
-            return _Verdict(ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{what} after the prompt was sent")
+            code, what = turn_failure(exc)
+            return Verdict(ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{what} after the prompt was sent")
         self._emit("turn_ended", stop_reason=stop)
-        if stop == "end_turn":
-            return _Verdict(ExecutionOutcome.SUCCEEDED, None, "the agent ended its turn", stop)
-        return _Verdict(
-            ExecutionOutcome.FAILED,
-            _FAILED_STOPS.get(stop, "ACP_PROTOCOL_ERROR"),
-            f"the agent stopped: {stop}",
-            stop,
-        )
+        return ended_verdict(stop)
 
-    async def _stop_turn(
-        self,
-        conn: ClientSideConnection,
-        client: ActionClient,
-        session_id: str,
-        prompt: asyncio.Future[PromptResponse],
-        reason: str,
-    ) -> _Verdict:
-        """ACP cancellation: ``session/cancel``, answer permissions ``cancelled``, wait for ``cancelled``."""
-        grace = self._request.cancel_grace_s
-        client.begin_cancel()
-        try:
-            await conn.cancel(session_id=session_id)
-        except Exception as exc:  # the connection is already gone: the wait below says so
-            self._emit("cancel_sent", reason=reason, error=type(exc).__name__)
-        else:
-            self._emit("cancel_sent", reason=reason)
-        timeout = reason == "turn timeout"
-        code = "ACP_TURN_TIMEOUT" if timeout else "ACP_CANCEL_UNCONFIRMED"
-        lead = (
-            f"turn timeout after {self._request.turn_timeout_s:g} s"
-            if timeout
-            else "cancelled by the operator"
-        )
-        if await first_done(self._clock, grace, prompt) is None:
-            return _Verdict(
-                ExecutionOutcome.OUTCOME_UNKNOWN,
-                code,
-                f"{lead}; no cancelled stop reason within {grace:g} s: killed",
-            )
-        try:
-            stop = _stop_reason(prompt)
-        except Exception as exc:
-            _, what = _turn_failure(exc)
-            return _Verdict(ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{lead}; then {what}")
-        self._emit("turn_ended", stop_reason=stop)
-        if stop == "cancelled" and not timeout:
-            return _Verdict(ExecutionOutcome.CANCELLED, None, f"{lead}; the agent confirmed", stop)
-        if stop == "cancelled":
-            # Stopped, but the action did not get to finish and nobody asked for it to stop early.
-            return _Verdict(
-                ExecutionOutcome.OUTCOME_UNKNOWN, code, f"{lead}; the agent confirmed the cancel", stop
-            )
-        return _Verdict(
-            ExecutionOutcome.OUTCOME_UNKNOWN,
-            code,
-            f"{lead}; the agent answered {stop} instead of cancelled: the work may or may not have completed",
-            stop,
-        )
-
-    async def _race(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> _Raced:
+    async def _race(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> Raced:
         """Run ``coro`` until it finishes, ``timeout_s`` passes or a cancel is requested."""
-        task = asyncio.ensure_future(coro)
-        cancel_wait = asyncio.ensure_future(self._cancel_requested.wait())
-        try:
-            which = await first_done(self._clock, timeout_s, task, cancel_wait)
-        finally:
-            for pending in (task, cancel_wait):
-                pending.cancel()
-            await asyncio.gather(task, cancel_wait, return_exceptions=True)
-        if which == 0:
-            if task.cancelled():  # cancelled from inside (the SDK closing): treat as a lost connection
-                return _Raced(error=ConnectionError("session set-up was cancelled"))
-            error = task.exception()
-            return _Raced(result=None if error is not None else task.result(), error=error)
-        # It may have finished in the same moment: hand its result back so that the caller can undo it.
-        late = task.result() if task.done() and not task.cancelled() and task.exception() is None else None
-        return _Raced(result=late, cancelled=which == 1, timed_out=which is None)
+        return await race(self._clock, coro, timeout_s, self._cancel_requested)
 
     def _complete(
         self,
-        verdict: _Verdict,
+        verdict: Verdict,
         *,
         prompt_sent: bool,
         client: ActionClient | None,
@@ -455,44 +327,3 @@ class AgentRun:
     def _emit(self, event: str, /, **data: object) -> None:
         if self._on_event is not None:
             self._on_event(event, {"t": self._clock.monotonic(), **data})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Raced:
-    result: object = None
-    error: BaseException | None = None
-    cancelled: bool = False
-    timed_out: bool = False
-
-
-def _stop_reason(prompt: asyncio.Future[PromptResponse]) -> str:
-    """The finished prompt's stop reason; raises what it failed with."""
-    if prompt.cancelled():  # only the SDK tearing down could do this: the connection is gone
-        raise ConnectionError("the prompt request was dropped")
-    return prompt.result().stop_reason
-
-
-def _startup_failure(error: BaseException) -> tuple[str, str]:
-    """(code, what happened) for a failure before the prompt was sent."""
-    if isinstance(error, AcpError):
-        return error.code, error.message
-    if isinstance(error, RequestError):
-        code = "ACP_AUTH_REQUIRED" if error.code == -32000 else "ACP_PROTOCOL_ERROR"
-        return code, f"the agent refused to start a session: {_rpc(error)}"
-    if isinstance(error, ConnectionError):
-        return "ACP_AGENT_EXITED", "the agent exited before a session was created"
-    return "ACP_PROTOCOL_ERROR", f"unusable answer from the agent ({type(error).__name__})"
-
-
-def _turn_failure(error: BaseException) -> tuple[str, str]:
-    """(code, what happened) for a prompt that failed instead of answering a stop reason."""
-    if isinstance(error, RequestError):
-        return "ACP_PROMPT_ERROR", f"the prompt failed: {_rpc(error)}"
-    if isinstance(error, ConnectionError):
-        return "ACP_AGENT_EXITED", "the agent's connection closed (exit or crash)"
-    return "ACP_PROTOCOL_ERROR", f"unusable answer to the prompt ({type(error).__name__})"
-
-
-def _rpc(error: RequestError) -> str:
-    # The message is the agent's text: bounded, and never its data payload (it may echo input).
-    return f"JSON-RPC {error.code} {str(error)[:200]!r}"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from openab_voice.acp.containment import Containment
 from openab_voice.acp.types import Workspace
-from openab_voice.config import SECRET_ENV
 from openab_voice.errors import AcpError
+from openab_voice.settings.names import SECRET_ENV
 
 # Wall-clock: the probe is a real bubblewrap process, started synchronously at start-up or self-test.
 _PROBE_TIMEOUT_S = 10.0

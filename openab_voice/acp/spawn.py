@@ -27,8 +27,8 @@ from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from openab_voice.acp.types import Workspace
 from openab_voice.clock import Clock, bounded
-from openab_voice.config import ENV_PREFIX, SECRET_ENV
 from openab_voice.errors import AcpError
+from openab_voice.settings.names import ENV_PREFIX, SECRET_ENV
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ voice-session generations, expired proposals and replayed clicks are refused. Th
 id twice is the same action (idempotency key), so a retrying model cannot loop confirmations.
 
 Every status change is a compare-and-set row update in the store, written before its effect.
-Execution itself is :class:`~openab_voice.actions.execution.ActionExecutor`'s job.
+The buttons a proposal offers are :mod:`~openab_voice.actions.offers`', the judging of a click (and
+expiry) :mod:`~openab_voice.actions.decisions`'. Execution itself is :class:`~openab_voice.actions.execution.ActionExecutor`'s job.
 """
 
 from __future__ import annotations
@@ -21,26 +22,11 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
-from openab_voice.actions.events import ActionRequestRefused, ConfirmationRefused
-from openab_voice.actions.phrases import asks_to_run
-from openab_voice.actions.ports import (
-    CONFIRM,
-    CONFIRM_EXEC,
-    CONFIRM_EXTERNAL,
-    CancelReply,
-    ControlChannel,
-    DeliveryFailed,
-    ProposalView,
-    VoiceSide,
-)
-from openab_voice.actions.requests import (
-    ActionRequest,
-    BrokerSettings,
-    Outcome,
-    granted_ceiling,
-    plain_ceiling,
-    repeat_outcome,
-)
+from openab_voice.actions.decisions import SYSTEM, Decisions
+from openab_voice.actions.events import ActionRequestRefused
+from openab_voice.actions.offers import offered, proposal_view
+from openab_voice.actions.ports import CancelReply, ControlChannel, DeliveryFailed, VoiceSide
+from openab_voice.actions.requests import ActionRequest, BrokerSettings, Outcome, repeat_outcome
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
@@ -52,7 +38,6 @@ from openab_voice.store.records import ActionRecord, NewAction
 log = logging.getLogger(__name__)
 
 
-SYSTEM = "system"
 # More than the job graph's longest path (proposed, delivered, confirmed, running, terminal).
 _CANCEL_ATTEMPTS = 8
 
@@ -95,7 +80,15 @@ class ActionBroker:
         self._settings = settings
         self._bus = bus
         self._clock = clock
-        self._on_confirmed = on_confirmed
+        self._decisions = Decisions(
+            jobs=self._jobs,
+            channel=channel,
+            voice=voice,
+            settings=settings,
+            bus=bus,
+            clock=clock,
+            on_confirmed=on_confirmed,
+        )
         self._on_cancel = on_cancel
         self._on_reconcile = on_reconcile
         self._on_remote_cancel = on_remote_cancel
@@ -147,7 +140,10 @@ class ActionBroker:
         )
         count = 0
         for record in waiting:
-            if record.expires_at <= now and await self._expire(record, "not confirmed in time") is not None:
+            if (
+                record.expires_at <= now
+                and await self._decisions.expire(record, "not confirmed in time") is not None
+            ):
                 count += 1
         return count
 
@@ -176,7 +172,7 @@ class ActionBroker:
         if not created:
             return repeat_outcome(record)
         self._jobs.changed(record, previous=None, actor=str(request.speaker_id), reason=request.source)
-        offered = self._offered(record)
+        buttons = offered(self._settings, record)
         await self._jobs.call(
             self._store.audit,
             "proposed",
@@ -185,23 +181,10 @@ class ActionBroker:
             detail={
                 "source": request.source,
                 "call_id": request.call_id[:100],
-                "offered": list(offered),
+                "offered": list(buttons),
             },
         )
-        exec_refusal = self._settings.exec_refusal()
-        view = ProposalView(
-            action_id=record.id,
-            channel_id=record.text_channel_id,
-            goal=record.goal,
-            proposed_by=record.proposed_by,
-            effect_ceiling=plain_ceiling(record.effect_hint).value,
-            expires_at=record.expires_at,
-            source=request.source,
-            offers_exec=CONFIRM_EXEC in offered,
-            exec_note=exec_refusal if asks_to_run(record.goal) else None,
-            offers_external=CONFIRM_EXTERNAL in offered,
-            containment_note=self._settings.containment_notice,
-        )
+        view = proposal_view(self._settings, record, request, buttons)
         try:
             message_id = await self._channel.post_proposal(view)
         except DeliveryFailed as exc:
@@ -219,7 +202,9 @@ class ActionBroker:
         except StaleTransition:
             # Cancelled while it was being posted: the message stays, without its buttons.
             current = await self._jobs.call(self._store.require, record.id)
-            await self._close_message(record.text_channel_id, message_id, f"Already {current.status}.")
+            await self._decisions.close_message(
+                record.text_channel_id, message_id, f"Already {current.status}."
+            )
             return repeat_outcome(current)
         return Outcome(
             ok=True, message="awaiting the operator's confirmation", action=delivered, created=True
@@ -232,7 +217,7 @@ class ActionBroker:
         elif request.speaker_id != self._settings.operator_user_id:
             # Ambient / non-operator speech is audit data, never an instruction.
             code, why = "ACTION_NOT_OPERATOR", "only the operator can request actions"
-        elif self._stale(request.guild_id, request.session_generation, request.voice_session_id):
+        elif self._decisions.stale(request.guild_id, request.session_generation, request.voice_session_id):
             code, why = "ACTION_STALE_SESSION", "the voice session that heard it has ended"
         elif not request.goal.strip():
             code, why = "ACTION_EMPTY_GOAL", "the goal is empty"
@@ -260,116 +245,10 @@ class ActionBroker:
     # --- confirmation -----------------------------------------------------------------------------
 
     async def click(self, *, decision: str, action_id: str, user_id: int, message_id: int | None) -> Outcome:
-        """A Confirm / Reject button click in the control channel."""
-        record = await self._jobs.call(self._store.get, action_id)
-        if record is None:
-            return await self._refuse_click(action_id, user_id, "ACTION_UNKNOWN", "no such action")
-        if user_id != self._settings.operator_user_id:
-            return await self._refuse_click(
-                action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can confirm or reject actions"
-            )
-        if message_id is not None and record.proposal_message_id not in (None, message_id):
-            return await self._refuse_click(
-                action_id, user_id, "ACTION_WRONG_MESSAGE", "not this action's proposal"
-            )
-        if record.status is JobStatus.PROPOSED:
-            # Clicked between the post and the pin: delivery (posted AND pinned) is not settled yet,
-            # and a proposal whose pin fails is withdrawn, so nothing may be decided on it now.
-            return await self._refuse_click(
-                action_id, user_id, "ACTION_NOT_DELIVERED", "the proposal is still being posted; click again"
-            )
-        if record.status not in AWAITING_CONFIRMATION:
-            return await self._refuse_click(
-                action_id, user_id, "ACTION_ALREADY_DECIDED", f"this action is already {record.status}"
-            )
-        if self._clock.wall() >= record.expires_at:
-            await self._expire(record, "confirmation arrived after expiry")
-            return await self._refuse_click(action_id, user_id, "ACTION_EXPIRED", "this proposal has expired")
-        if self._stale(record.guild_id, record.session_generation, record.voice_session_id):
-            await self._expire(record, "the voice session that proposed it has ended")
-            return await self._refuse_click(
-                action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
-            )
-        if decision not in self._offered(record):
-            # The ceiling is what the proposal offered: a click on any other button (crafted, or on
-            # a message that no longer matches its proposal) grants nothing.
-            code, why = self._not_offered(decision)
-            return await self._refuse_click(action_id, user_id, code, why, decision=decision)
-        if decision in (CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL):
-            return await self._confirm(record, user_id, decision)
-        return await self._reject(record, user_id)
-
-    def _offered(self, record: ActionRecord) -> tuple[str, ...]:
-        """The buttons ``record``'s proposal was posted with.
-
-        Derived, not stored: they are a pure function of the stored goal and (already capped) hint
-        and of this broker's settings, which are fixed for the process's life; and a click is only
-        honoured in the voice session that heard the request (``_stale``: its random id is new on
-        every join and every start), so the settings that judge a click are those that posted it.
-        """
-        return self._settings.offered_decisions(record.goal, record.effect_hint)
-
-    def _not_offered(self, decision: str) -> tuple[str, str]:
-        """The refusal of a click on a button the proposal did not offer."""
-        refusal = self._settings.exec_refusal()
-        if decision == CONFIRM_EXEC and refusal is not None:
-            return "ACTION_EXEC_UNAVAILABLE", refusal  # the proposal said why (ADR 0007)
-        return "ACTION_DECISION_NOT_OFFERED", f"this proposal did not offer the {decision} button"
-
-    async def _confirm(self, record: ActionRecord, user_id: int, decision: str) -> Outcome:
-        clicked_at = self._clock.monotonic()
-        if decision == CONFIRM_EXEC:
-            # Only the operator's own button grants commands, and only inside an active sandbox.
-            refusal = self._settings.exec_refusal()
-            if refusal is not None:
-                return await self._refuse_click(record.id, user_id, "ACTION_EXEC_UNAVAILABLE", refusal)
-        ceiling = granted_ceiling(decision, record.effect_hint)
-        try:
-            confirmed = await self._jobs.apply(
-                record,
-                JobEvent.CONFIRM,
-                str(user_id),
-                "operator confirmed",
-                confirmed_by=user_id,
-                effect_ceiling=ceiling.value,
-            )
-        except StaleTransition:
-            return await self._refuse_click(
-                record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
-            )
-        # Launched before the message edit awaits: from the stored confirmation on, the executor holds
-        # the action, so a cancel arriving during the edit reaches it.
-        self._on_confirmed(confirmed, clicked_at)
-        await self._close(confirmed, f"Confirmed by <@{user_id}> (ceiling {ceiling.value}); running.")
-        return Outcome(ok=True, message=f"Confirmed `{record.id}`.", action=confirmed)
-
-    async def _reject(self, record: ActionRecord, user_id: int) -> Outcome:
-        try:
-            rejected = await self._jobs.apply(record, JobEvent.REJECT, str(user_id), "operator rejected")
-        except StaleTransition:
-            return await self._refuse_click(
-                record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently"
-            )
-        await self._close(rejected, f"Rejected by <@{user_id}>.")
-        return Outcome(ok=True, message=f"Rejected `{record.id}`.", action=rejected)
-
-    async def _refuse_click(
-        self, action_id: str, user_id: int, code: str, why: str, *, decision: str | None = None
-    ) -> Outcome:
-        self._bus.publish(
-            ConfirmationRefused(
-                at=self._clock.monotonic(), action_id=action_id, user_id=str(user_id), code=code
-            )
+        """A Confirm / Reject button click in the control channel (judged by :class:`Decisions`)."""
+        return await self._decisions.click(
+            decision=decision, action_id=action_id, user_id=user_id, message_id=message_id
         )
-        detail = {"code": code, "reason": why} | ({} if decision is None else {"decision": decision})
-        await self._jobs.call(
-            self._store.audit,
-            "confirmation_refused",
-            actor=str(user_id),
-            action_id=action_id if await self._jobs.call(self._store.get, action_id) else None,
-            detail=detail,
-        )
-        return Outcome(ok=False, message=f"Refused: {why}.", code=code)
 
     # --- queries and cancel -----------------------------------------------------------------------
 
@@ -392,7 +271,7 @@ class ActionBroker:
         if record is None:
             return Outcome(ok=False, message="no such action", code="ACTION_UNKNOWN")
         if user_id is None or user_id not in (self._settings.operator_user_id, record.proposed_by):
-            return await self._refuse_click(
+            return await self._decisions.refuse(
                 action_id, user_id or 0, "ACTION_NOT_OPERATOR", "only the operator or the proposer can cancel"
             )
         for _ in range(_CANCEL_ATTEMPTS):
@@ -439,7 +318,7 @@ class ActionBroker:
                 # Confirmed, started or decided meanwhile: read what it is now and decide again.
                 record = await self._jobs.call(self._store.require, action_id)
                 continue
-            await self._close(cancelled, f"Cancelled by <@{user_id}>.")
+            await self._decisions.close(cancelled, f"Cancelled by <@{user_id}>.")
             return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
         raise ActionError(
             f"action {action_id} kept changing while it was cancelled", code="ACTION_CANCEL_RACE"
@@ -449,7 +328,7 @@ class ActionBroker:
         """The operator has checked a quarantined workspace: free it for new actions (audited). The
         action's own outcome stays what it was (``outcome_unknown`` is history, not a state to fix)."""
         if user_id != self._settings.operator_user_id:
-            return await self._refuse_click(
+            return await self._decisions.refuse(
                 action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can reconcile a workspace"
             )
         record = await self._jobs.call(self._store.get, action_id)
@@ -466,31 +345,3 @@ class ActionBroker:
         return Outcome(
             ok=True, message=f"Workspace of `{action_id}` reconciled and free again.", action=record
         )
-
-    # --- helpers ----------------------------------------------------------------------------------
-
-    def _stale(self, guild_id: int, generation: int, voice_session_id: str | None) -> bool:
-        """Whether the voice session that heard it is gone. The generation alone is not enough: it
-        starts again at 1 after a restart, so a proposal from before it would pass; the random
-        session id does not repeat."""
-        if self._voice.generation(guild_id) != generation:
-            return True
-        return voice_session_id is not None and self._voice.session_id(guild_id) != voice_session_id
-
-    async def _expire(self, record: ActionRecord, reason: str) -> ActionRecord | None:
-        try:
-            expired = await self._jobs.apply(record, JobEvent.EXPIRE, SYSTEM, reason)
-        except (StaleTransition, ActionError):
-            return None  # decided meanwhile
-        await self._close(expired, f"Expired: {reason}.")
-        return expired
-
-    async def _close(self, record: ActionRecord, note: str) -> None:
-        if record.proposal_message_id is not None:
-            await self._close_message(record.text_channel_id, record.proposal_message_id, note)
-
-    async def _close_message(self, channel_id: int, message_id: int, note: str) -> None:
-        try:
-            await self._channel.close_proposal(channel_id=channel_id, message_id=message_id, note=note)
-        except DeliveryFailed:
-            log.warning("could not update proposal message %s", message_id)

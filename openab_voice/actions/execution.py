@@ -11,42 +11,31 @@ Order, each step written to the store before its effect:
    (``outcome_unknown`` quarantines the workspace until an operator reconciles it);
 4. the full result is posted to the control text channel, and the delivery outcome recorded;
 5. only when the text was delivered, the voice says the status.
+
+This module owns the order and the cancels; steps 3 to 5 are :mod:`~openab_voice.actions.settlement`'s,
+and how an agent is started and heard :mod:`~openab_voice.actions.agents`'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from openab_voice.acp.containment import Containment
 from openab_voice.acp.driver import AgentRun
-from openab_voice.acp.pod import PodLauncher
-from openab_voice.acp.types import (
-    ExecutionOutcome,
-    PermissionDecision,
-    TurnCompletion,
-    TurnRequest,
-    Workspace,
-)
+from openab_voice.acp.types import ExecutionOutcome, TurnCompletion, Workspace
 from openab_voice.acp.workspace import Workspaces
+from openab_voice.actions.agents import AgentHooks, AgentSettings, turn_request
 from openab_voice.actions.delivery import ResultDelivery
-from openab_voice.actions.events import (
-    AgentProcessStarted,
-    AgentPromptSent,
-    AgentToolCall,
-    PermissionDecided,
-)
 from openab_voice.actions.leases import LeaseKeeper
 from openab_voice.actions.ports import CancelReply, ControlChannel, ResultSink, VoiceSide
+from openab_voice.actions.settlement import Launch, Settlement
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, bounded
-from openab_voice.errors import ActionError, OpenabError, StaleTransition
-from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.errors import OpenabError, StaleTransition
+from openab_voice.jobs import EffectCeiling, JobEvent
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 
@@ -55,45 +44,6 @@ log = logging.getLogger(__name__)
 
 # How long a stopped action may take to settle (store writes, quarantine, result post).
 STOP_SETTLE_S = 10.0
-
-_EVENT_FOR = {
-    ExecutionOutcome.SUCCEEDED: JobEvent.SUCCEED,
-    ExecutionOutcome.FAILED: JobEvent.FAIL,
-    ExecutionOutcome.CANCELLED: JobEvent.CANCEL,
-    ExecutionOutcome.OUTCOME_UNKNOWN: JobEvent.LOSE,
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentSettings:
-    """How agents are started: the command, what they may see, how long they may take."""
-
-    command: tuple[str, ...]
-    env_allowlist: tuple[str, ...]
-    environ: Mapping[str, str]
-    turn_timeout_s: float
-    cancel_grace_s: float
-    trusted_listener_ids: frozenset[int] = frozenset()
-    credentials: tuple[tuple[str, str], ...] = ()  # OPENAB_ACP_ENV, parsed
-    auth_method: str | None = None
-    # What contains every agent (bubblewrap, a pod, or explicitly nothing); an unavailable one
-    # refuses every action here too, whatever the broker let through.
-    containment: Containment
-    pods: PodLauncher | None = None  # makes the action pods when containment is ``pod``
-
-
-@dataclass(slots=True)
-class _Launch:
-    """One launched action of this process, from the confirmation until it settled.
-
-    ``cancel_requested`` is read at each step before the spawn; ``run`` exists from the moment the
-    job is ``running`` (set without an await in between, so a cancel sees one or the other).
-    """
-
-    cancel_requested: bool = False
-    run: AgentRun | None = None
-    turn_ended: bool = False  # the agent's outcome is known; a cancel can no longer change it
-    workspace: Workspace | None = None  # held in the store from here on
 
 
 class ActionExecutor:
@@ -136,9 +86,11 @@ class ActionExecutor:
                 clock=clock,
                 trusted=agent.trusted_listener_ids,
             )
-        self._results: ResultSink = results
+        self._settlement = Settlement(
+            self._jobs, workspaces=workspaces, results=results, settled=self._settled
+        )
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._launches: dict[str, _Launch] = {}
+        self._launches: dict[str, Launch] = {}
         self._closed = False
 
     @property
@@ -158,7 +110,7 @@ class ActionExecutor:
         """Start a confirmed action (called by the broker right after the confirm was stored)."""
         if self._closed or record.id in self._launches:
             return
-        launch = _Launch()
+        launch = Launch()
         # Registered before the task runs at all: from here on a cancel finds this action.
         self._launches[record.id] = launch
         task = asyncio.create_task(self._execute(record, confirmed_at, launch), name=f"action-{record.id}")
@@ -200,6 +152,9 @@ class ActionExecutor:
 
         return done
 
+    def _settled(self, action_id: str) -> None:
+        self._launches.pop(action_id, None)
+
     def _cancel_requested(self, action_id: str) -> None:
         """A cancel that reached this process through the store (the bot of a remote executor)."""
         log.info("cancel of %s requested through the store: %s", action_id, self.cancel(action_id).value)
@@ -238,7 +193,7 @@ class ActionExecutor:
 
     # --- one action --------------------------------------------------------------------------------
 
-    async def _execute(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
+    async def _execute(self, record: ActionRecord, confirmed_at: float, launch: Launch) -> None:
         try:
             await self._steps(record, confirmed_at, launch)
         except asyncio.CancelledError:
@@ -247,37 +202,41 @@ class ActionExecutor:
             await self._settle_stopped(record.id, launch)
             raise
 
-    async def _steps(self, record: ActionRecord, confirmed_at: float, launch: _Launch) -> None:
+    async def _steps(self, record: ActionRecord, confirmed_at: float, launch: Launch) -> None:
         ceiling = EffectCeiling(record.effect_ceiling or record.effect_hint)
         refusal = self._agent.containment.refusal
         if refusal is not None:
-            await self._finish_unstarted(record, "ACP_CONTAINMENT_UNAVAILABLE", refusal)
+            await self._settlement.finish_unstarted(record, "ACP_CONTAINMENT_UNAVAILABLE", refusal)
             return
         if ceiling is EffectCeiling.WORKSPACE_EXEC and not self._agent.containment.contained:
             # Never silently widened or narrowed: the operator granted commands inside a sandbox.
             why = "workspace_exec needs the agent sandbox (bubblewrap or an action pod), which is not active here"
-            await self._finish_unstarted(record, "ACP_SANDBOX_UNAVAILABLE", why)
+            await self._settlement.finish_unstarted(record, "ACP_SANDBOX_UNAVAILABLE", why)
             return
         try:
             workspace = await self._workspaces.prepare(record.id)
         except OpenabError as exc:
-            await self._finish_unstarted(record, exc.code, exc.message)
+            await self._settlement.finish_unstarted(record, exc.code, exc.message)
             return
         taken = await self._jobs.call(
             self._store.acquire_workspace, workspace.id, path=str(workspace.path), action_id=record.id
         )
         if not taken:
             await self._workspaces.cleanup(workspace)  # this action's fresh tree, never used
-            await self._finish_unstarted(record, "ACP_WORKSPACE_BUSY", "another action holds this workspace")
+            await self._settlement.finish_unstarted(
+                record, "ACP_WORKSPACE_BUSY", "another action holds this workspace"
+            )
             return
         launch.workspace = workspace
         if self._closed or launch.cancel_requested:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._workspaces.cleanup(workspace)
             if launch.cancel_requested:
-                await self._cancel_unstarted(record)
+                await self._settlement.cancel_unstarted(record)
             else:
-                await self._finish_unstarted(record, "ACTION_SHUTDOWN", "the bot shut down before it started")
+                await self._settlement.finish_unstarted(
+                    record, "ACTION_SHUTDOWN", "the bot shut down before it started"
+                )
             return
         try:
             lease = self._leases.lease_fields() if self._leases is not None else {}
@@ -292,59 +251,16 @@ class ActionExecutor:
             await self._workspaces.cleanup(workspace)
             return
         completion = await self._run_agent(running, workspace, confirmed_at, launch)
-        await self._settle(running, workspace, completion)
+        await self._settlement.settle(running, workspace, completion)
 
     async def _run_agent(
-        self, record: ActionRecord, workspace: Workspace, confirmed_at: float, launch: _Launch
+        self, record: ActionRecord, workspace: Workspace, confirmed_at: float, launch: Launch
     ) -> TurnCompletion:
-        request = TurnRequest(
-            action_id=record.id,
-            goal=record.goal,
-            effect_ceiling=EffectCeiling(record.effect_ceiling or record.effect_hint),
-            workspace=workspace,
-            command=self._agent.command,
-            env_allowlist=self._agent.env_allowlist,
-            environ=self._agent.environ,
-            credentials=self._agent.credentials,
-            auth_method=self._agent.auth_method,
-            sandbox=self._agent.containment.sandbox,
-            pods=self._agent.pods,
-            turn_timeout_s=self._agent.turn_timeout_s,
-            cancel_grace_s=self._agent.cancel_grace_s,
+        request = turn_request(record, workspace, self._agent)
+        hooks = AgentHooks(
+            record.id, confirmed_at=confirmed_at, store=self._store, bus=self._bus, clock=self._clock
         )
-
-        def on_event(kind: str, data: dict[str, object]) -> None:
-            if kind == "prompt_sent":
-                self._bus.publish(AgentPromptSent(at=self._clock.monotonic(), action_id=record.id))
-            if kind == "tool_call":
-                self._bus.publish(
-                    AgentToolCall(
-                        at=self._clock.monotonic(),
-                        action_id=record.id,
-                        tool_call_id=str(data.get("tool_call_id", ""))[:200],
-                        kind=None if data.get("kind") is None else str(data["kind"]),
-                        status=None if data.get("status") is None else str(data["status"]),
-                    )
-                )
-            if kind == "process_started":
-                self._bus.publish(
-                    AgentProcessStarted(
-                        at=self._clock.monotonic(),
-                        action_id=record.id,
-                        pid=int(str(data.get("pid", 0))),
-                        confirm_to_spawn_ms=(self._clock.monotonic() - confirmed_at) * 1000.0,
-                    )
-                )
-
-        def on_decision(decision: PermissionDecision) -> None:
-            detail = _decision_dict(decision)
-            self._bus.publish(
-                PermissionDecided(at=self._clock.monotonic(), action_id=record.id, decision=detail)
-            )
-            # Audited synchronously from the agent's callback: a decision is never lost to a crash later.
-            self._store.audit("permission", actor="resolver", action_id=record.id, detail=detail)
-
-        run = AgentRun(request, clock=self._clock, on_event=on_event, on_decision=on_decision)
+        run = AgentRun(request, clock=self._clock, on_event=hooks.on_event, on_decision=hooks.on_decision)
         # No await between the check and the assignment: a cancel sees the flag or the run.
         launch.run = run
         if launch.cancel_requested:
@@ -367,61 +283,14 @@ class ActionExecutor:
         finally:
             launch.turn_ended = True
 
-    async def _settle(self, record: ActionRecord, workspace: Workspace, completion: TurnCompletion) -> None:
-        # The agent has stopped: its throwaway HOME (and any key it wrote there) goes first, whatever
-        # the outcome; a quarantine keeps only the working tree and our logs.
-        try:
-            await self._workspaces.discard_scratch(workspace)
-        except OSError:
-            log.exception("could not empty the agent's HOME of %s", record.id)
-        event = _EVENT_FOR[completion.execution]
-        try:
-            final = await self._jobs.apply(
-                record,
-                event,
-                "agent",
-                completion.detail or completion.execution.value,
-                result_text=completion.output,
-                stop_reason=completion.stop_reason,
-                error_code=completion.error_code,
-                detail=completion.detail,
-            )
-        except StaleTransition:
-            await self._settle_reaped(record, workspace)
-            return
-        self._launches.pop(record.id, None)  # settled: a cancel now reads the final status
-        if completion.quarantined:
-            await self._quarantine(record, workspace, completion.detail)
-        else:
-            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
-            try:
-                await self._workspaces.finished(workspace)
-            except OpenabError as exc:
-                log.warning("could not give back the workspace of %s: %s", record.id, exc.message)
-        await self._results.deliver(final, completion)
-
-    async def _settle_reaped(self, record: ActionRecord, workspace: Workspace) -> None:
-        """The job changed under a running agent: only a reaper does that (our lease had expired).
-
-        Its verdict stands (``outcome_unknown``, the workspace quarantined in the store); the agent's
-        own outcome is not written over it, and the workspace is quarantined on disk too.
-        """
-        self._launches.pop(record.id, None)
-        current = await self._jobs.call(self._store.require, record.id)
-        log.warning("action %s was decided elsewhere (%s) while its agent ran", record.id, current.status)
-        if current.status is JobStatus.OUTCOME_UNKNOWN:
-            await asyncio.to_thread(self._workspaces.quarantine, workspace, current.detail or "lease lost")
-        else:
-            await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
-
-    async def _settle_stopped(self, action_id: str, launch: _Launch) -> None:
+    async def _settle_stopped(self, action_id: str, launch: Launch) -> None:
         """Settle an action whose task was cancelled, shielded and bounded; never raises.
 
         Shielded: the settlement is its own task, so a second cancel of the caller cannot interrupt
         it halfway (a job left ``running``, a workspace left ``busy``). Bounded: a store or Discord
         that does not answer cannot hold shutdown up; what is left then is reconciled at start-up.
         """
-        settle = asyncio.ensure_future(self._settle_stopped_now(action_id, launch))
+        settle = asyncio.ensure_future(self._settlement.stopped(action_id, launch))
         key = f"settle-{action_id}"
         self._tasks[key] = settle
         settle.add_done_callback(self._forget(key))
@@ -434,103 +303,6 @@ class ActionExecutor:
             return
         if not finished:
             log.warning("settling stopped action %s took over %.0f s", action_id, STOP_SETTLE_S)
-
-    async def _settle_stopped_now(self, action_id: str, launch: _Launch) -> None:
-        record = await self._jobs.call(self._store.require, action_id)
-        run, workspace = launch.run, launch.workspace
-        launch.turn_ended = True
-        if record.status.terminal:
-            if workspace is not None:  # stopped after the final write: the workspace may still be held
-                if record.status is JobStatus.OUTCOME_UNKNOWN:
-                    await self._quarantine(record, workspace, record.detail or "outcome unknown")
-                else:
-                    await self._jobs.call(self._store.release_workspace, workspace.id, action_id=action_id)
-            return
-        if record.status is JobStatus.CONFIRMED or workspace is None:
-            if workspace is not None:
-                await self._jobs.call(self._store.release_workspace, workspace.id, action_id=action_id)
-                await self._workspaces.cleanup(workspace)
-            why = "stopped before the agent was started; nothing ran"
-            try:
-                final = await self._jobs.apply(record, JobEvent.CANCEL, "system", why, detail=why)
-            except (StaleTransition, ActionError):
-                return  # decided meanwhile (or not cancellable any more): that stands
-            self._launches.pop(action_id, None)
-            await self._results.deliver(final, _unstarted(action_id, ExecutionOutcome.CANCELLED, None, why))
-            return
-        # Running. Once the prompt may have been sent nobody knows what the agent did.
-        sent = run is not None and run.prompt_sent
-        why = (
-            "stopped while the agent was working (the prompt had been sent); its process group was killed"
-            if sent
-            else "stopped before the prompt was sent; nothing was asked of the agent"
-        )
-        completion = TurnCompletion(
-            action_id=action_id,
-            execution=ExecutionOutcome.OUTCOME_UNKNOWN if sent else ExecutionOutcome.CANCELLED,
-            stop_reason=None,
-            output="",
-            error_code="ACTION_STOPPED" if sent else None,
-            detail=why,
-            prompt_sent=sent,
-            permission_decisions=(),
-            quarantined=sent,
-        )
-        await self._settle(record, workspace, completion)
-
-    async def _quarantine(self, record: ActionRecord, workspace: Workspace, reason: str) -> None:
-        await self._jobs.call(
-            self._store.quarantine_workspace, workspace.id, action_id=record.id, reason=reason
-        )
-        await asyncio.to_thread(self._workspaces.quarantine, workspace, reason)
-
-    async def _cancel_unstarted(self, record: ActionRecord) -> None:
-        """A cancel accepted before the running write: ``confirmed → cancelled``, and say so in text."""
-        why = "cancelled before the agent was started; nothing ran"
-        try:
-            final = await self._jobs.apply(record, JobEvent.CANCEL, "system", why, detail=why)
-        except StaleTransition:
-            return  # the broker cancelled it itself meanwhile: that stands, and nothing ran
-        self._launches.pop(record.id, None)
-        await self._results.deliver(final, _unstarted(record.id, ExecutionOutcome.CANCELLED, None, why))
-
-    async def _finish_unstarted(self, record: ActionRecord, code: str, why: str) -> None:
-        """Nothing was spawned: ``confirmed → failed`` with the reason, and say so in text."""
-        try:
-            final = await self._jobs.apply(record, JobEvent.FAIL, "system", why, error_code=code, detail=why)
-        except StaleTransition:
-            return  # cancelled meanwhile: that stands, and nothing ran
-        self._launches.pop(record.id, None)
-
-        await self._results.deliver(final, _unstarted(record.id, ExecutionOutcome.FAILED, code, why))
-
-
-def _unstarted(action_id: str, execution: ExecutionOutcome, code: str | None, why: str) -> TurnCompletion:
-    """The completion of an action whose agent was never spawned (nothing was asked of it)."""
-    return TurnCompletion(
-        action_id=action_id,
-        execution=execution,
-        stop_reason=None,
-        output="",
-        error_code=code,
-        detail=why,
-        prompt_sent=False,
-        permission_decisions=(),
-        quarantined=False,
-    )
-
-
-def _decision_dict(decision: PermissionDecision) -> dict[str, Any]:
-    return {
-        "tool_call_id": decision.tool_call_id,
-        "title": decision.title,
-        "kind": decision.kind,
-        "needed": decision.needed.value,
-        "offered": list(decision.offered),
-        "outcome": decision.outcome,
-        "option_kind": decision.option_kind,
-        "reason": decision.reason,
-    }
 
 
 def workspace_root(data_dir: Path) -> Path:

@@ -7,9 +7,10 @@ the Discord client) and the voice side (the joined sessions); it is never half-b
 from __future__ import annotations
 
 from openab_voice.acp.workspace import Workspaces
+from openab_voice.actions.agents import AgentSettings
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.delivery import ResultDelivery
-from openab_voice.actions.execution import ActionExecutor, AgentSettings
+from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseKeeper, LeaseSettings
 from openab_voice.actions.ports import ControlChannel, VoiceSide
 from openab_voice.actions.remote import (

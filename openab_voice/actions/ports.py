@@ -1,7 +1,7 @@
 """What the action plane needs from the rest of the bot, as Protocols (Discord text, the voice side).
 
-The broker never holds a Discord client: :mod:`openab_voice.discord.control` implements
-:class:`ControlChannel` and :class:`~openab_voice.discord.service.VoiceSessions` implements
+The broker never holds a Discord client: :mod:`openab_voice.discord.host.control` implements
+:class:`ControlChannel` and :class:`~openab_voice.discord.host.service.VoiceSessions` implements
 :class:`VoiceSide`; unit tests pass fakes.
 """
 

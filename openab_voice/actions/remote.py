@@ -26,9 +26,9 @@ from openab_voice.actions.leases import EXECUTOR_ROLE
 from openab_voice.actions.ports import CancelReply
 from openab_voice.actions.writer import JobWriter
 from openab_voice.clock import bounded
-from openab_voice.config import ShardRange
 from openab_voice.errors import StaleTransition
 from openab_voice.jobs import EffectCeiling, JobStatus
+from openab_voice.shards import ShardRange
 from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord
 
@@ -168,7 +168,7 @@ def completion_of(record: ActionRecord, decisions: list[PermissionDecision]) -> 
 
 
 def decision_of(detail: Mapping[str, object]) -> PermissionDecision:
-    """A permission decision back from its audit entry (``execution._decision_dict``)."""
+    """A permission decision back from its audit entry (``agents.decision_dict``)."""
     option_kind = detail.get("option_kind")
     return PermissionDecision(
         tool_call_id=str(detail.get("tool_call_id", "")),

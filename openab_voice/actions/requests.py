@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, REJECT
-from openab_voice.config import ShardRange
 from openab_voice.jobs import EffectCeiling, JobStatus
+from openab_voice.shards import ShardRange
 from openab_voice.store.records import ActionRecord
 
 

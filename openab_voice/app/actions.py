@@ -15,13 +15,16 @@ from openab_voice.acp.containment import Containment
 from openab_voice.acp.pod import PodLauncher, PodSettings
 from openab_voice.acp.sandbox import build_containment
 from openab_voice.acp.workspace import WorkspaceManager
-from openab_voice.actions.execution import AgentSettings, workspace_root
+from openab_voice.actions.agents import AgentSettings
+from openab_voice.actions.execution import workspace_root
 from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings, default_node
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.clock import Clock
-from openab_voice.config import Settings, parse_agent_env_entry, shard_range
+from openab_voice.config import Settings
 from openab_voice.errors import AcpError, ConfigError
 from openab_voice.jobs import EffectCeiling
+from openab_voice.settings.agent_env import parse_agent_env_entry
+from openab_voice.shards import shard_range
 from openab_voice.store.database import open_engine, resolve_url, upgrade
 from openab_voice.store.jobs import JobStore
 

@@ -17,15 +17,16 @@ from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.config import Settings, shard_range
-from openab_voice.discord.bot import BotParts, ShardedVoiceBot, VoiceBot
-from openab_voice.discord.commands import build_voice_group
-from openab_voice.discord.control import DiscordControlChannel
-from openab_voice.discord.roster import AudienceFeed
-from openab_voice.discord.service import VoiceService, VoiceSessions
+from openab_voice.config import Settings
+from openab_voice.discord.host.bot import BotParts, ShardedVoiceBot, VoiceBot
+from openab_voice.discord.host.commands import build_voice_group
+from openab_voice.discord.host.control import DiscordControlChannel
+from openab_voice.discord.host.service import VoiceService, VoiceSessions
+from openab_voice.discord.wire.roster import AudienceFeed
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import ConfigError
 from openab_voice.memory.meeting import MeetingRecords
+from openab_voice.shards import shard_range
 
 
 class EmulatorLink(Protocol):

@@ -25,11 +25,11 @@ from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
-from openab_voice.discord.playback import Playback
-from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
-from openab_voice.discord.roster import ChannelRoster
-from openab_voice.discord.session import VoiceSession
-from openab_voice.discord.voice_status import VoiceStatus
+from openab_voice.discord.host.session import VoiceSession
+from openab_voice.discord.host.voice_status import VoiceStatus
+from openab_voice.discord.wire.playback import Playback
+from openab_voice.discord.wire.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.wire.roster import ChannelRoster
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import Intake, TranscriptDesk
@@ -99,7 +99,7 @@ def router_settings(settings: Settings) -> RouterSettings:
 
 
 class SessionFactory:
-    """Builds one :class:`~openab_voice.discord.session.VoiceSession` with all its parts, unstarted.
+    """Builds one :class:`~openab_voice.discord.host.session.VoiceSession` with all its parts, unstarted.
 
     Always a receiver and the audio front end it feeds; playback when it is on (its output is the
     front end's render reference); a transcriber when there is STT; the spoken dialogue when dialogue,

@@ -18,9 +18,15 @@ from openab_voice.audio.events import (
     SpeechEnded,
     SpeechStarted,
 )
-from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_FRAME_SAMPLES, DISCORD_RATE, AudioFrame
+from openab_voice.audio.frame import (
+    DISCORD_CHANNELS,
+    DISCORD_FRAME_SAMPLES,
+    DISCORD_RATE,
+    AudioFrame,
+    ProcessedFrame,
+)
 from openab_voice.audio.frontend import FrontEnd
-from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
+from openab_voice.audio.pipeline import SpeakerPipeline
 from openab_voice.audio.resample import APM_FORMAT_MISMATCH
 from openab_voice.audio.settings import FrontEndSettings
 

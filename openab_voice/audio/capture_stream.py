@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from openab_voice.audio.events import AudioBufferOverrun, CapturePaused, SpeechEnded, SpeechStarted
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock

@@ -51,3 +51,31 @@ class AudioFrame:
     def samples(self) -> npt.NDArray[np.int16]:
         """A read-only ``(samples, channels)`` view of the PCM."""
         return np.frombuffer(self.pcm, dtype="<i2").reshape(-1, self.channels)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessedFrame:
+    """Processed capture for STT.
+
+    Attributes:
+        frame: mono internal-rate audio after APM; ``frame_id`` and ``concealed`` come from the input
+            frame, ``timestamp`` is the first output sample's capture time.
+        speech: the VAD's hysteresis state after this frame (echo included).
+        user_speech: inside a speech segment the echo gate accepted as the user's.
+        speech_probability: the latest VAD score.
+        bot_speaking: the render reference was active within the gate window.
+        apm_ok: False when the APM failed on part of this frame and silence replaced it.
+        degraded: the APM is ``disabled`` or re-converging after a failure.
+        speech_end: on the frame where the user's speech ended (``user_speech`` turned False),
+            the capture time it ended at: the VAD's first silent window, a minimum silence before
+            this frame. None on every other frame.
+    """
+
+    frame: AudioFrame
+    speech: bool
+    user_speech: bool
+    speech_probability: float
+    bot_speaking: bool
+    apm_ok: bool
+    degraded: bool
+    speech_end: float | None = None

@@ -45,8 +45,8 @@ from openab_voice.audio.capture_stream import (
     SpeechSink,
 )
 from openab_voice.audio.events import CapturePaused, SpeechEnded, SpeechStarted
-from openab_voice.audio.frame import AudioFrame
-from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
+from openab_voice.audio.pipeline import SpeakerPipeline
 from openab_voice.audio.ring import FrameRing
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.audio.shard import Shard

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from openab_voice.audio.events import (
     SpeechEnded,
     SpeechStarted,
 )
-from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.audio.render import RenderAligner
 from openab_voice.audio.resample import Chunk, Chunker, Resampler
 from openab_voice.audio.settings import FrontEndSettings
@@ -39,34 +38,6 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import Clock, perf_ns
 from openab_voice.errors import OpenabError
 from openab_voice.providers.base import AudioProcessor, VoiceActivityDetector
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProcessedFrame:
-    """Processed capture for STT.
-
-    Attributes:
-        frame: mono internal-rate audio after APM; ``frame_id`` and ``concealed`` come from the input
-            frame, ``timestamp`` is the first output sample's capture time.
-        speech: the VAD's hysteresis state after this frame (echo included).
-        user_speech: inside a speech segment the echo gate accepted as the user's.
-        speech_probability: the latest VAD score.
-        bot_speaking: the render reference was active within the gate window.
-        apm_ok: False when the APM failed on part of this frame and silence replaced it.
-        degraded: the APM is ``disabled`` or re-converging after a failure.
-        speech_end: on the frame where the user's speech ended (``user_speech`` turned False),
-            the capture time it ended at: the VAD's first silent window, a minimum silence before
-            this frame. None on every other frame.
-    """
-
-    frame: AudioFrame
-    speech: bool
-    user_speech: bool
-    speech_probability: float
-    bot_speaking: bool
-    apm_ok: bool
-    degraded: bool
-    speech_end: float | None = None
 
 
 class StageTimings:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from openab_voice.audio.events import AudioPipelineStarted, AudioPipelineStopped, AudioProcessingError
-from openab_voice.audio.pipeline import ProcessedFrame, SpeakerPipeline
+from openab_voice.audio.frame import ProcessedFrame
+from openab_voice.audio.pipeline import SpeakerPipeline
 from openab_voice.audio.resample import Chunk
 from openab_voice.audio.ring import FrameRing
 from openab_voice.audio.settings import FrontEndSettings

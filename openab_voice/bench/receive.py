@@ -3,7 +3,7 @@
 Packets are built before timing exactly as Discord clients send them (Opus from
 ``discord.opus.Encoder``, DAVE frames from a :class:`~openab_voice.testing.emulator.mls.DaveGroup`,
 transport-sealed RTP with a one-byte header extension). Timing then covers
-:meth:`~openab_voice.discord.receiver.ReceivePipeline.handle_packet` (transport decrypt, SSRC
+:meth:`~openab_voice.discord.wire.receiver.ReceivePipeline.handle_packet` (transport decrypt, SSRC
 lookup, DAVE decrypt, jitter buffer, Opus decode) single-threaded, as the receive worker runs it;
 the inbox hand-off and delivery to asyncio are excluded.
 
@@ -23,9 +23,9 @@ from discord.opus import Encoder
 from openab_voice.audio.frame import DISCORD_FRAME_SAMPLES, DISCORD_RATE, AudioFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import perf_ns, thread_cpu_ns
-from openab_voice.discord.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
-from openab_voice.discord.rtp import build_header
-from openab_voice.discord.transport import TransportCipher, cipher_for, seal_packet
+from openab_voice.discord.wire.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
+from openab_voice.discord.wire.rtp import build_header
+from openab_voice.discord.wire.transport import TransportCipher, cipher_for, seal_packet
 from openab_voice.testing.emulator.mls import DaveGroup
 
 __all__ = ["RtpSender", "opus_tone", "run"]

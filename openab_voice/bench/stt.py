@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from openab_voice.audio import scenes
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.audio.frontend import FrontEnd
-from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus

@@ -13,9 +13,10 @@ from contextlib import asynccontextmanager
 
 from pydantic import SecretStr
 
-from openab_voice.config import DEFAULT_REALTIME_MODEL, Settings
+from openab_voice.config import Settings
 from openab_voice.engine.settings import SMALL_MODEL_PROMPT
 from openab_voice.providers.speech_registry import ChatConfig, chat_registry
+from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
 from openab_voice.testing.realtime import ChatModelResponder, LoopbackRealtimeServer, Pacing
 
 __all__ = ["DEMO_KEY", "loopback_provider"]

@@ -33,9 +33,8 @@ from openab_voice.audio import scenes
 # The echo path is defined once, beside the APM comparison that runs on it too.
 from openab_voice.audio.apm_compare import ECHO_DELAY_MS, ECHO_GAIN_DB, ECHO_RT60_MS, compare_apms
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
-from openab_voice.audio.frame import AudioFrame
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.audio.frontend import FrontEnd
-from openab_voice.audio.pipeline import ProcessedFrame
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event

@@ -39,7 +39,7 @@ class PlayedPosition(Protocol):
 
 
 class SpeechOutput(Protocol):
-    """The part of :class:`openab_voice.discord.playback.Playback` a response needs."""
+    """The part of :class:`openab_voice.discord.wire.playback.Playback` a response needs."""
 
     def begin(self) -> str:
         """Open an utterance; returns its id."""

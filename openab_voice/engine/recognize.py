@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.events import (
     LatencyMeasured,

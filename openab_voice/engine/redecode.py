@@ -56,7 +56,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
 from openab_voice.engine.stability import StabilityFilter

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
 from openab_voice.engine.recognize import RecognitionEvent

@@ -1,7 +1,7 @@
 """The response supervisor: owns the response tasks and applies the machine's response effects.
 
 At most one response is active. ``start`` runs a
-:class:`~openab_voice.engine.response.ResponseRunner` task with a fresh
+:class:`~openab_voice.engine.runner.ResponseRunner` task with a fresh
 :class:`~openab_voice.engine.handle.SpeechHandle`; ``interrupt``, ``commit`` and ``discard`` settle it
 exactly once:
 
@@ -12,7 +12,7 @@ exactly once:
 * discard: a provider failed; stop the output, commit nothing, report the error.
 
 Preemptive generation: ``prepare`` runs a response for a turn not yet confirmed (the speculative
-final) under a :class:`~openab_voice.engine.response.Hold`: it generates and synthesizes, says nothing
+final) under a :class:`~openab_voice.engine.hold.Hold`: it generates and synthesizes, says nothing
 and runs no tool. ``start`` adopts it when the confirmed turn asks exactly the same of the model
 (the same messages, labels and name); anything else drops it, unheard, before the new one starts.
 
@@ -32,7 +32,9 @@ from openab_voice.engine.context import ShortTermContext, UserUtterance
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
-from openab_voice.engine.response import Hold, ResponseDeps, ResponseRequest, ResponseRunner
+from openab_voice.engine.hold import Hold
+from openab_voice.engine.response import ResponseDeps, ResponseRequest
+from openab_voice.engine.runner import ResponseRunner
 from openab_voice.engine.state import (
     DialogueInput,
     DiscardResponse,

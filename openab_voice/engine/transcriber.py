@@ -25,7 +25,7 @@ from collections.abc import AsyncIterable, Callable
 
 from openab_voice.audio.capture_stream import CaptureItem
 from openab_voice.audio.events import CapturePaused, SpeechEnded
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.engine.recognize import RecognitionEvent, Recognizer, RecognizeStream
 from openab_voice.tasks import TaskOwner

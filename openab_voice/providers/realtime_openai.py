@@ -27,9 +27,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openab_voice.config import DEFAULT_REALTIME_MODEL, Settings
+from openab_voice.config import Settings
 from openab_voice.errors import OpenabError, ProviderUnavailable
 from openab_voice.providers.speech_registry import ProviderRequestFailed, ProviderRequestRejected
+from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
 
 if TYPE_CHECKING:
     import openai

@@ -19,9 +19,9 @@ from typing import Any
 from openab_voice.actions.events import ActionChanged, PermissionDecided
 from openab_voice.audio.events import EchoGateDecision, SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import (
+from openab_voice.bus.events import Event
+from openab_voice.discord.wire.events import (
     DaveStateChanged,
-    Event,
     PlaybackFinished,
     PlaybackStarted,
     ReceiveStatsUpdated,

@@ -14,11 +14,10 @@ from openab_voice.actions.events import (
     PermissionDecided,
 )
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import (
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.discord.wire.events import (
     CommandInvoked,
     DaveStateChanged,
-    ErrorRaised,
-    Event,
     PlaybackFinished,
     ReceiveStatsUpdated,
     SpeakerLeft,

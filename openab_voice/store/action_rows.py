@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, literal, or_, select, true, update
 from sqlalchemy.orm import Session
 
-from openab_voice.config import ShardRange
 from openab_voice.errors import ActionError, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus, transition
+from openab_voice.shards import ShardRange
 from openab_voice.store.convert import action_record
 from openab_voice.store.models import Action, ActionTransition, IdempotencyKey
 from openab_voice.store.notify import notify_settled

@@ -7,7 +7,7 @@ their own chat model or TTS against the engine can swap one fake for the real th
   delays and records every request and whether each stream was closed early;
 * :class:`FakeTextToSpeech` "synthesizes" a sentence as PCM whose every sample is the sentence's tag
   (its 1-based request number), so the output can tell which sentence each frame belongs to;
-* :class:`FakeSpeechOutput` behaves like :class:`~openab_voice.discord.playback.Playback` (bounded
+* :class:`FakeSpeechOutput` behaves like :class:`~openab_voice.discord.wire.playback.Playback` (bounded
   buffer, padded frames, ``finish`` futures, ``interrupt`` returning the position) and plays one
   20 ms frame per 20 ms of virtual time, recording each frame's tag;
 * :class:`FakeRoster`; :func:`drive` and :func:`run_until` advance virtual time.
@@ -242,7 +242,7 @@ class FakeTextToSpeech:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlayedResult:
-    """Like :class:`~openab_voice.discord.playback.PlaybackResult`."""
+    """Like :class:`~openab_voice.discord.wire.playback.PlaybackResult`."""
 
     utterance_id: str
     played_ms: float

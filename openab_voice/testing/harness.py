@@ -20,8 +20,8 @@ from openab_voice.app.records import RecordParts
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
-from openab_voice.discord.bot import VoiceBot
-from openab_voice.discord.session import VoiceSession
+from openab_voice.discord.host.bot import VoiceBot
+from openab_voice.discord.host.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig

@@ -29,7 +29,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
-from openab_voice.discord.control import DiscordControlChannel
+from openab_voice.discord.host.control import DiscordControlChannel
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.database import open_engine

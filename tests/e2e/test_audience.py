@@ -26,15 +26,10 @@ from openab_voice.actions.events import ActionResultPosted
 from openab_voice.actions.intake import ACK_PROPOSED
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.app import build_action_parts
-from openab_voice.bus.events import (
-    AudienceChanged,
-    Event,
-    PlaybackFinished,
-    PlaybackStarted,
-    ReceiveStatsUpdated,
-)
+from openab_voice.bus.events import AudienceChanged, Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
+from openab_voice.discord.wire.events import PlaybackFinished, PlaybackStarted, ReceiveStatsUpdated
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, SpeechDropped, TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings, negotiate

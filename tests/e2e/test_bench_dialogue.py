@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from openab_voice.bench import dialogue
+from openab_voice.bench import dialogue, dialogue_report, dialogue_session
 
 pytestmark = pytest.mark.e2e
 
 METRICS = ("barge_in_ms", "first_stable_partial_ms", "eou_to_first_audio_ms", "tts_first_chunk_ms")
-# Every wait in the bench gives up after _WAIT_S, so no latency it reports can be longer.
-BOUND_MS = dialogue._WAIT_S * 1000.0
+# Every wait in the bench gives up after WAIT_S, so no latency it reports can be longer.
+BOUND_MS = dialogue_session.WAIT_S * 1000.0
 
 
 def assert_measured(stats: dict[str, Any], *, n: int | None = None, positive: bool = True) -> None:
@@ -59,7 +59,7 @@ def test_one_trial_measures_every_metric() -> None:
 def test_targets_are_met_on_the_p95_they_name() -> None:
     """Each target lies between two of P50, P95 and max: comparing the P50 or the max instead of
     the P95 flips at least one verdict."""
-    samples = dialogue._Samples(
+    samples = dialogue_report.Samples(
         barge_in=[50.0] * 18 + [500.0] * 2,  # P50 within 120, P95 over it
         heard_eou=[400.0] * 18 + [2000.0] * 2,  # P50 within 700, P95 over it
         metrics={
@@ -69,7 +69,7 @@ def test_targets_are_met_on_the_p95_they_name() -> None:
         },
         echo_false_interrupts=[0, 1, 0],
     )
-    report = dialogue._report(samples, trials=20, ttft_ms=0.0)
+    report = dialogue_report.report(samples, trials=20, ttft_ms=0.0)
     assert_target_splits_the_statistics(report)
     assert report["meets_targets"] == {
         "barge_in_ms": False,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from openab_voice.bench import dialogue
+from openab_voice.bench import dialogue, dialogue_report
 from tests.e2e.test_bench_dialogue import assert_measured, assert_target_splits_the_statistics
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -34,7 +34,7 @@ def test_one_realtime_trial_measures_the_truncation() -> None:
 
 
 def test_realtime_targets_are_met_on_the_p95_they_name() -> None:
-    samples = dialogue._Samples(
+    samples = dialogue_report.Samples(
         barge_in=[50.0] * 19 + [5000.0],  # P95 297.5: over 120 (P50 within it)
         heard_eou=[400.0] * 19 + [1000.0],  # P95 430 within 700, max over it
         metrics={
@@ -46,7 +46,7 @@ def test_realtime_targets_are_met_on_the_p95_they_name() -> None:
         audio_end_error=[10.0] * 19 + [400.0],  # P95 29.5 within 40, max over it
         echo_false_interrupts=[0],
     )
-    report = dialogue._report(samples, trials=20, ttft_ms=0.0, realtime=True)
+    report = dialogue_report.report(samples, trials=20, ttft_ms=0.0, realtime=True)
     assert_target_splits_the_statistics(report)
     assert report["meets_targets"] == {
         "barge_in_ms": False,

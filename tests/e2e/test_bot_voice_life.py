@@ -20,8 +20,8 @@ import pytest
 
 from openab_voice.audio.events import SpeechEnded
 from openab_voice.audio.frame import AudioFrame
-from openab_voice.bus.events import VoiceGap, VoiceGapStarted
 from openab_voice.config import load_settings
+from openab_voice.discord.wire.events import VoiceGap, VoiceGapStarted
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.providers.speech import Hypothesis, SttCapabilities

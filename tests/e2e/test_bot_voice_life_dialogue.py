@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from openab_voice.bus.events import Event, PlaybackFinished, VoiceGap
+from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
+from openab_voice.discord.wire.events import PlaybackFinished, VoiceGap
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate

@@ -17,7 +17,7 @@ import pytest
 from openab_voice.config import load_settings
 from openab_voice.demo.runner import run_demo
 from openab_voice.demo.scenario import Scenario, load_scenario
-from openab_voice.discord.keepalive import KEEPALIVE_INTERVAL_S
+from openab_voice.discord.wire.keepalive import KEEPALIVE_INTERVAL_S
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,8 @@ from discord import app_commands
 from discord.opus import Decoder
 
 from openab_voice.clock import FakeClock
-from openab_voice.discord.rtp import OPUS_SILENCE, is_rtcp
-from openab_voice.discord.transport import cipher_for, open_packet
+from openab_voice.discord.wire.rtp import OPUS_SILENCE, is_rtcp
+from openab_voice.discord.wire.transport import cipher_for, open_packet
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import (
     DiscordEmulator,

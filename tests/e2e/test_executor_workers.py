@@ -34,7 +34,8 @@ from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
-from openab_voice.store.jobs import LEASE_EXPIRED_REASON, JobStore
+from openab_voice.store.job_leases import LEASE_EXPIRED_REASON
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.lease_rows import CANCEL_REQUESTED
 from openab_voice.store.records import NewAction, WorkerState, WorkspaceState
 from openab_voice.testing.acp_agent import CANCEL_RECEIVED, PROMPT_RECEIVED, received_at

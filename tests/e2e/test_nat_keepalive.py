@@ -19,9 +19,9 @@ from contextlib import asynccontextmanager
 import numpy as np
 import pytest
 
-from openab_voice.bus.events import VoiceGap
 from openab_voice.clock import wait_for
 from openab_voice.config import load_settings
+from openab_voice.discord.wire.events import VoiceGap
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.rtp_stream import SendReport
 from openab_voice.testing.harness import BotOnEmulator

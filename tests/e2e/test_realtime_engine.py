@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from openab_voice.actions.tools import SessionFacts, register_action_tools
-from openab_voice.audio.frame import AudioFrame
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import FakeClock
 from openab_voice.engine.events import (

@@ -24,8 +24,8 @@ import pytest
 
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.clock import SystemClock
-from openab_voice.config import shard_of
 from openab_voice.jobs import JobEvent, JobStatus
+from openab_voice.shards import shard_of
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig

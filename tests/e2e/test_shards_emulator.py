@@ -13,7 +13,7 @@ import aiohttp
 import discord
 import pytest
 
-from openab_voice.config import shard_of
+from openab_voice.shards import shard_of
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig, build_client, running_client
 
 pytestmark = pytest.mark.e2e

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openab_voice.bus.events import SpeakerLeft
 from openab_voice.config import load_settings
+from openab_voice.discord.wire.events import SpeakerLeft
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 from tests.e2e.audio_match import HOP, best_correlation, energy, envelope

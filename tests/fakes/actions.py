@@ -28,8 +28,9 @@ from openab_voice.acp.pod_workspace import PodWorkspaces
 from openab_voice.acp.sandbox import Sandbox
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager, Workspaces
+from openab_voice.actions.agents import AgentSettings
 from openab_voice.actions.broker import ActionBroker
-from openab_voice.actions.execution import ActionExecutor, AgentSettings
+from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseSettings
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import Audience, DeliveryFailed, ProposalView

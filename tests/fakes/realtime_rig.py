@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from openab_voice.actions.claims import ActionClaims
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.realtime import RealtimeEngine, RealtimeSettings, realtime_engine

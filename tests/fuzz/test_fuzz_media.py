@@ -11,9 +11,9 @@ import davey
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from openab_voice.discord import stats as reasons
-from openab_voice.discord.pipeline import ReceivePipeline, ReceiverSettings
-from openab_voice.discord.rtp import (
+from openab_voice.discord.wire import stats as reasons
+from openab_voice.discord.wire.pipeline import ReceivePipeline, ReceiverSettings
+from openab_voice.discord.wire.rtp import (
     MIN_RTP_PACKET,
     OPUS_SILENCE,
     RtpHeader,
@@ -21,8 +21,8 @@ from openab_voice.discord.rtp import (
     parse_header,
     strip_encrypted_parts,
 )
-from openab_voice.discord.stats import reason_for_code
-from openab_voice.discord.transport import AES_GCM, XCHACHA, cipher_for, open_packet, seal_packet
+from openab_voice.discord.wire.stats import reason_for_code
+from openab_voice.discord.wire.transport import AES_GCM, XCHACHA, cipher_for, open_packet, seal_packet
 from openab_voice.errors import PacketError
 from openab_voice.testing.emulator.mls import DaveGroup
 from tests.fuzz.tallies import ACCEPTED, REJECTED, Tally

@@ -23,9 +23,9 @@ from openab_voice.actions.tools import SPECS
 from openab_voice.bus.bus import EventBus
 from openab_voice.clock import FakeClock
 from openab_voice.demo.scenario import load_scenario
-from openab_voice.discord.receiver import VoiceReceiver
-from openab_voice.discord.transport import XCHACHA
-from openab_voice.discord.voice_client import (
+from openab_voice.discord.wire.receiver import VoiceReceiver
+from openab_voice.discord.wire.transport import XCHACHA
+from openab_voice.discord.wire.voice_client import (
     OP_FAILED,
     OP_HANDLED,
     OP_NOT_AN_OP,

@@ -15,9 +15,10 @@ import pytest
 from openab_voice.actions.events import AgentPromptSent
 from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
-from openab_voice.config import load_settings, parse_agent_env_entry
+from openab_voice.config import load_settings
 from openab_voice.errors import ConfigError
 from openab_voice.jobs import JobStatus
+from openab_voice.settings.agent_env import parse_agent_env_entry
 from openab_voice.store.records import ActionRecord
 from tests.fakes.actions import OPERATOR, PlaneRig, plane_rig, request
 

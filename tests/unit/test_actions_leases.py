@@ -14,7 +14,8 @@ from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import FakeClock, SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.database import open_engine
-from openab_voice.store.jobs import LEASE_EXPIRED_REASON, JobStore
+from openab_voice.store.job_leases import LEASE_EXPIRED_REASON
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import NewAction, WorkspaceState
 from tests.fakes.actions import GUILD, OPERATOR, TEXT_CHANNEL, PlaneRig, group_alive, plane_rig, request
 

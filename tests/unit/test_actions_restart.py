@@ -15,7 +15,8 @@ from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.database import open_engine, upgrade
-from openab_voice.store.jobs import RESTART_REASON, JobStore
+from openab_voice.store.job_leases import RESTART_REASON
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction, WorkspaceState
 from tests.fakes.actions import (
     GENERATION,

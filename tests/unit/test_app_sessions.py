@@ -14,8 +14,8 @@ from openab_voice.app.sessions import SessionFactory, SessionOptions
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord.receiver import ReceiverSettings
-from openab_voice.discord.session import VoiceSession
+from openab_voice.discord.host.session import VoiceSession
+from openab_voice.discord.wire.receiver import ReceiverSettings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings

@@ -1,4 +1,4 @@
-"""Datagram arrival times from the kernel's receive stamp (``discord/arrival.py``), on real sockets.
+"""Datagram arrival times from the kernel's receive stamp (``discord/wire/arrival.py``), on real sockets.
 
 The reader here gets to its datagrams late on purpose (it reads them only after all were sent), the
 way discord.py's reader thread does when the CPU or the GIL holds it up.
@@ -17,9 +17,9 @@ import pytest
 from openab_voice.bench.receive import RtpSender, opus_tone
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord.arrival import ArrivalStamps
-from openab_voice.discord.receiver import VoiceReceiver
-from openab_voice.discord.transport import XCHACHA, cipher_for
+from openab_voice.discord.wire.arrival import ArrivalStamps
+from openab_voice.discord.wire.receiver import VoiceReceiver
+from openab_voice.discord.wire.transport import XCHACHA, cipher_for
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIOCGSTAMPNS is Linux's")
 KEY = bytes(range(32))

@@ -2,7 +2,8 @@ import asyncio
 import threading
 
 from openab_voice.bus import EventBus, sanitize
-from openab_voice.bus.events import ErrorRaised, Event, SpeakerLeft, SpeakerMapped
+from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.discord.wire.events import SpeakerLeft, SpeakerMapped
 
 
 def test_subscribe_by_type_and_base() -> None:

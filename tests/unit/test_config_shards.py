@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from openab_voice.config import ShardRange, load_settings, shard_of, shard_range
+from openab_voice.config import load_settings
 from openab_voice.errors import ConfigError
+from openab_voice.shards import ShardRange, shard_of, shard_range
 
 
 def shards(hostname: str = "laptop", **env: str) -> ShardRange | None:

@@ -10,8 +10,8 @@ from openab_voice.audio.render import RenderAligner
 from openab_voice.audio.resample import Chunk, Chunker, Resampler
 from openab_voice.bench.receive import opus_tone
 from openab_voice.clock import FakeClock
-from openab_voice.discord.jitter import JitterBuffer
-from openab_voice.discord.stats import SpeakerCounters
+from openab_voice.discord.wire.jitter import JitterBuffer
+from openab_voice.discord.wire.stats import SpeakerCounters
 
 TONE = opus_tone(10)
 T0 = 100.0

@@ -9,8 +9,8 @@ import struct
 import pytest
 from discord.opus import Encoder
 
-from openab_voice.discord.rtp import OPUS_SILENCE, build_header
-from openab_voice.discord.transport import XCHACHA, cipher_for, seal_packet
+from openab_voice.discord.wire.rtp import OPUS_SILENCE, build_header
+from openab_voice.discord.wire.transport import XCHACHA, cipher_for, seal_packet
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
 
 _KEY = bytes(range(32))

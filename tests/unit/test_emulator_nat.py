@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from openab_voice.clock import FakeClock
-from openab_voice.discord.keepalive import keepalive_packet
+from openab_voice.discord.wire.keepalive import keepalive_packet
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer, datagram_kind

@@ -10,7 +10,7 @@ from discord.opus import Decoder
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, DISCORD_FRAME_SAMPLES
 from openab_voice.clock import FakeClock
-from openab_voice.discord.transport import XCHACHA, cipher_for, open_packet
+from openab_voice.discord.wire.transport import XCHACHA, cipher_for, open_packet
 from openab_voice.testing.emulator.echo import EchoPath, EchoRenderer, RoomAudio
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner, Impairments
 from openab_voice.testing.emulator.rtp_stream import (

@@ -12,7 +12,8 @@ from openab_voice.clock import FakeClock
 from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle
-from openab_voice.engine.response import ResponseDeps, ResponseRequest, ResponseRunner
+from openab_voice.engine.response import ResponseDeps, ResponseRequest
+from openab_voice.engine.runner import ResponseRunner
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import AudioStarted, DialogueInput, DialogueState, ResponseFinished
 from openab_voice.providers.speech import ChatMessage

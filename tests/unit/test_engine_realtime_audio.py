@@ -7,7 +7,7 @@ import base64
 import numpy as np
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, AudioFrame
-from openab_voice.engine.realtime_audio import SpeechAudio, TurnAudio
+from openab_voice.engine.realtime.audio import SpeechAudio, TurnAudio
 
 
 def _frame(speaker: str, at: float, value: int, *, i: int = 0) -> AudioFrame:

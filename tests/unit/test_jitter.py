@@ -6,8 +6,8 @@ import pytest
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, AudioFrame
 from openab_voice.bench.receive import opus_tone
-from openab_voice.discord.jitter import JitterBuffer, JitterSettings, OpusDecoder
-from openab_voice.discord.stats import SpeakerCounters
+from openab_voice.discord.wire.jitter import JitterBuffer, JitterSettings, OpusDecoder
+from openab_voice.discord.wire.stats import SpeakerCounters
 
 TONE = opus_tone(40)
 T0 = 100.0

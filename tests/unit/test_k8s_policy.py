@@ -36,7 +36,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from openab_voice.config import load_settings, shard_range
+from openab_voice.config import load_settings
+from openab_voice.shards import shard_range
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 KUBERNETES_VERSION = "1.32"  # the schemas the manifests are validated against (kind, k3d, docker-desktop)

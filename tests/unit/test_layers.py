@@ -45,7 +45,7 @@ def copy(tmp_path: Path) -> Path:
 def test_the_package_keeps_its_layers() -> None:
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def test_the_copy_keeps_them_too(copy: Path) -> None:
@@ -63,7 +63,7 @@ def test_an_upward_import_breaks_the_layers_and_makes_a_cycle(copy: Path) -> Non
     assert "openab_voice layers flow one way BROKEN" in out
     assert "openab_voice.store.upward -> openab_voice.actions.broker" in out  # only the copy has it
     assert "no cycle between the top-level packages BROKEN" in out
-    assert "discord's wire half knows neither the planes nor discord's host adapters KEPT" in out
+    assert "discord's wire half knows none of the planes KEPT" in out
 
 
 def test_a_package_without_a_layer_is_refused(copy: Path) -> None:
@@ -77,11 +77,29 @@ def test_a_package_without_a_layer_is_refused(copy: Path) -> None:
 
 def test_discords_wire_half_may_not_reach_a_plane(copy: Path) -> None:
     # Legal for the package layers (discord sits above the planes), not for the wire half.
-    rtp = copy / "openab_voice" / "discord" / "rtp.py"
+    rtp = copy / "openab_voice" / "discord" / "wire" / "rtp.py"
     rtp.write_text(rtp.read_text() + "\nfrom openab_voice.engine import state as _state  # noqa: E402\n")
     result = lint_imports(copy)
     assert result.returncode != 0
     out = result.stdout
     assert "openab_voice layers flow one way KEPT" in out
-    assert "discord's wire half knows neither the planes nor discord's host adapters BROKEN" in out
-    assert "openab_voice.discord.rtp -> openab_voice.engine.state" in out
+    assert "discord's wire half knows none of the planes BROKEN" in out
+    assert "openab_voice.discord.wire.rtp -> openab_voice.engine.state" in out
+
+
+def test_discords_wire_half_may_not_reach_its_host_half(copy: Path) -> None:
+    rtp = copy / "openab_voice" / "discord" / "wire" / "rtp.py"
+    rtp.write_text(rtp.read_text() + "\nfrom openab_voice.discord.host import session as _s  # noqa: E402\n")
+    result = lint_imports(copy)
+    assert result.returncode != 0
+    out = result.stdout
+    assert "discord's host half sits on its wire half, never the reverse BROKEN" in out
+    assert "openab_voice.discord.wire.rtp -> openab_voice.discord.host.session" in out
+
+
+def test_a_discord_module_outside_both_halves_is_refused(copy: Path) -> None:
+    (copy / "openab_voice" / "discord" / "loose.py").write_text('"""Neither wire nor host."""\n')
+    result = lint_imports(copy)
+    assert result.returncode != 0
+    assert "discord's host half sits on its wire half, never the reverse BROKEN" in result.stdout
+    assert "openab_voice.discord.loose" in result.stdout

@@ -14,7 +14,7 @@ import pytest
 
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord.commands import split_message
+from openab_voice.discord.host.commands import split_message
 from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
 from openab_voice.errors import StoreError
 from openab_voice.memory.meeting import MeetingRecords, Refusal, Summary, render_text

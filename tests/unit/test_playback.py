@@ -5,9 +5,9 @@ import pytest
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, AudioFrame
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import PlaybackFinished, PlaybackStarted
 from openab_voice.clock import FakeClock
-from openab_voice.discord.playback import Playback
+from openab_voice.discord.wire.events import PlaybackFinished, PlaybackStarted
+from openab_voice.discord.wire.playback import Playback
 from openab_voice.errors import VoiceError
 from tests.fakes.player import FakePlayerHost
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from openab_voice.engine.realtime_provider import STALE_KEPT, RecentIds
+from openab_voice.engine.realtime.provider import STALE_KEPT, RecentIds
 
 
 def test_recent_ids_keep_the_newest_and_forget_the_oldest() -> None:

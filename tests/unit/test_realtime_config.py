@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from openab_voice.config import DEFAULT_REALTIME_MODEL, load_settings, public_view
+from openab_voice.config import load_settings, public_view
 from openab_voice.errors import ConfigError
 from openab_voice.providers.realtime_openai import realtime_config
+from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
 
 
 def test_defaults_are_the_cascade_and_the_current_realtime_model() -> None:

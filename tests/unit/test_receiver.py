@@ -15,12 +15,14 @@ import pytest
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, AudioFrame
 from openab_voice.bench.receive import RtpSender, opus_tone
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event, ReceiveStatsUpdated, SpeakerLeft, SpeakerMapped
+from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock, SystemClock
-from openab_voice.discord.inbox import Inbox
-from openab_voice.discord.receiver import FrameSubscription, ReceiverSettings, VoiceReceiver
-from openab_voice.discord.rtp import OPUS_SILENCE
-from openab_voice.discord.transport import XCHACHA, cipher_for
+from openab_voice.discord.wire.events import ReceiveStatsUpdated, SpeakerLeft, SpeakerMapped
+from openab_voice.discord.wire.inbox import Inbox
+from openab_voice.discord.wire.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.wire.rtp import OPUS_SILENCE
+from openab_voice.discord.wire.subscription import FrameSubscription
+from openab_voice.discord.wire.transport import XCHACHA, cipher_for
 from openab_voice.errors import VoiceError
 from openab_voice.testing.emulator.mls import DaveGroup
 

@@ -11,7 +11,7 @@ import pytest
 
 from openab_voice.audio.capture_stream import CaptureItem, SpeechMark
 from openab_voice.audio.events import CapturePaused, SpeechEnded
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock

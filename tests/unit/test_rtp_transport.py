@@ -8,8 +8,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_encrypt
 
-from openab_voice.discord.rtp import build_header, is_ip_discovery, is_rtcp, parse_header
-from openab_voice.discord.transport import AES_GCM, XCHACHA, cipher_for, open_packet, seal_packet
+from openab_voice.discord.wire.rtp import build_header, is_ip_discovery, is_rtcp, parse_header
+from openab_voice.discord.wire.transport import AES_GCM, XCHACHA, cipher_for, open_packet, seal_packet
 from openab_voice.errors import PacketError, VoiceError
 
 KEY = bytes(range(32))

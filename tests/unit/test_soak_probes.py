@@ -15,7 +15,7 @@ from openab_voice.bench.soak_probes import (
     rss_bytes,
 )
 from openab_voice.clock import FakeClock
-from openab_voice.discord.inbox import Inbox
+from openab_voice.discord.wire.inbox import Inbox
 from openab_voice.testing.dialogue_fakes import drive
 
 

@@ -15,7 +15,8 @@ from sqlalchemy import ColumnElement
 from openab_voice.clock import FakeClock
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.database import open_engine
-from openab_voice.store.jobs import LEASE_EXPIRED_REASON, RESTART_REASON, JobStore
+from openab_voice.store.job_leases import LEASE_EXPIRED_REASON, RESTART_REASON
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction, WorkerState, WorkspaceState
 from tests.fakes.gates import Gate
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from openab_voice.config import ShardRange, shard_of
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
+from openab_voice.shards import ShardRange, shard_of
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction
 

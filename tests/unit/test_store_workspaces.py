@@ -8,7 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from openab_voice.clock import FakeClock
 from openab_voice.jobs import JobEvent, JobStatus
-from openab_voice.store.jobs import EXPIRY_REASON, RESTART_REASON, JobStore
+from openab_voice.store.job_leases import RESTART_REASON
+from openab_voice.store.job_transitions import EXPIRY_REASON
+from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction, WorkspaceState
 
 MakeProposal = Callable[..., NewAction]

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from openab_voice.audio import scenes
-from openab_voice.audio.frame import AudioFrame
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bench.stt import CLIPS, word_error_rate
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event

@@ -13,8 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from openab_voice.audio.events import SpeechEnded
-from openab_voice.audio.frame import AudioFrame
-from openab_voice.audio.pipeline import ProcessedFrame
+from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import FakeClock

@@ -11,9 +11,9 @@ import pytest
 
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord import stats
-from openab_voice.discord.keepalive import KEEPALIVE_INTERVAL_S, UdpKeepAlive, keepalive_packet
-from openab_voice.discord.receiver import VoiceReceiver
+from openab_voice.discord.wire import stats
+from openab_voice.discord.wire.keepalive import KEEPALIVE_INTERVAL_S, UdpKeepAlive, keepalive_packet
+from openab_voice.discord.wire.receiver import VoiceReceiver
 
 
 @pytest.fixture

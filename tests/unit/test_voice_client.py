@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from openab_voice.discord.transport import XCHACHA
-from openab_voice.discord.voice_client import (
+from openab_voice.discord.wire.transport import XCHACHA
+from openab_voice.discord.wire.voice_client import (
     OP_FAILED,
     OP_HANDLED,
     OP_NOT_AN_OP,
@@ -99,7 +99,7 @@ async def test_a_handler_that_raises_is_counted_as_failed_and_the_reader_goes_on
         raise RuntimeError("a bug")
 
     vc, _receiver, _ = _client(on_op=broken)
-    with caplog.at_level(logging.ERROR, logger="openab_voice.discord.voice_client"):
+    with caplog.at_level(logging.ERROR, logger="openab_voice.discord.wire.voice_client"):
         await vc._voice_ws_hook(None, {"op": 9, "d": None})  # does not raise into discord.py's loop
     assert vc.op_outcomes == Counter({OP_FAILED: 1})
     assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [RuntimeError]

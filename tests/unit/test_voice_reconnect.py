@@ -17,16 +17,16 @@ from openab_voice.audio.frame import AudioFrame
 from openab_voice.bench.receive import RtpSender, opus_tone
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord.receiver import ReceiverSettings, VoiceReceiver
-from openab_voice.discord.reconnect import (
+from openab_voice.discord.wire.receiver import ReceiverSettings, VoiceReceiver
+from openab_voice.discord.wire.reconnect import (
     Recovery,
     ResumePolicy,
     SupervisedConnectionState,
     moved,
     recovery_for,
 )
-from openab_voice.discord.transport import XCHACHA, cipher_for
-from openab_voice.discord.voice_client import DAVE_MAGIC, _TransportOnly
+from openab_voice.discord.wire.transport import XCHACHA, cipher_for
+from openab_voice.discord.wire.voice_client import DAVE_MAGIC, _TransportOnly
 from openab_voice.testing.emulator.mls import DaveGroup
 
 KEY, NEW_KEY = bytes(range(32)), bytes(range(1, 33))

@@ -12,7 +12,7 @@ import pytest
 from openab_voice.actions.events import ActionChanged
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.discord.voice_status import (
+from openab_voice.discord.host.voice_status import (
     LISTENING,
     RUNNING_TASK,
     SPEAKING,
@@ -155,7 +155,7 @@ async def test_a_running_task_of_this_channel_takes_precedence(rig) -> None:
 async def test_failures_are_counted_and_logged_never_raised(rig, caplog) -> None:
     clock, bus, channel, status = rig
     channel.fail = RuntimeError("403 Forbidden")
-    with caplog.at_level(logging.DEBUG, logger="openab_voice.discord.voice_status"):
+    with caplog.at_level(logging.DEBUG, logger="openab_voice.discord.host.voice_status"):
         status.start()
         await settle()
         dialogue(bus, "thinking")

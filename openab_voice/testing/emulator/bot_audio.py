@@ -15,8 +15,8 @@ from collections.abc import Callable
 from discord.opus import Decoder, OpusError
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
-from openab_voice.discord.rtp import OPUS_SILENCE
-from openab_voice.discord.transport import TransportCipher, open_packet
+from openab_voice.discord.wire.rtp import OPUS_SILENCE
+from openab_voice.discord.wire.transport import TransportCipher, open_packet
 from openab_voice.errors import OpenabError, PacketError
 from openab_voice.testing.emulator.echo import RoomAudio
 

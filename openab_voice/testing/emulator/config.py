@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openab_voice.discord.transport import SUPPORTED_MODES
+from openab_voice.discord.wire.transport import SUPPORTED_MODES
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator.impairments import Impairments
 

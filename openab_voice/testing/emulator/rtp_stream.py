@@ -20,8 +20,8 @@ from discord.opus import Encoder
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES, DISCORD_FRAME_SAMPLES, DISCORD_RATE
 from openab_voice.clock import Clock
-from openab_voice.discord.rtp import OPUS_SILENCE, build_header
-from openab_voice.discord.transport import cipher_for, seal_packet
+from openab_voice.discord.wire.rtp import OPUS_SILENCE, build_header
+from openab_voice.discord.wire.transport import cipher_for, seal_packet
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator.echo import EchoRenderer, mix_frame
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner

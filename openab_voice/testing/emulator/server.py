@@ -3,11 +3,13 @@
 Listeners (all on 127.0.0.1, ephemeral ports): one TLS port for REST and the main gateway (what
 ``discord.com`` and ``gateway.discord.gg`` resolve to through :meth:`DiscordEmulator.client_connector`),
 one TLS port for the voice websocket (the VOICE_SERVER_UPDATE endpoint) and one UDP port for media.
+The emulator's public methods are grouped by what they touch: text (:mod:`text_api`), media
+(:mod:`media_api`) and the voice session's life (:mod:`voice_life`); the REST port's routing to the
+guild a request names is :mod:`front`.
 """
 
 from __future__ import annotations
 
-import functools
 import random
 import socket
 import ssl
@@ -19,30 +21,31 @@ import aiohttp
 from aiohttp import web
 
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.discord.rtp import parse_header
-from openab_voice.errors import EmulatorError, PacketError
+from openab_voice.errors import EmulatorError
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.emulator import certs, payloads
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
 from openab_voice.testing.emulator.channels import ChannelApi
 from openab_voice.testing.emulator.commands import CommandRegistry
 from openab_voice.testing.emulator.config import EmulatorConfig
+from openab_voice.testing.emulator.front import GuildFront
 from openab_voice.testing.emulator.gateway import GATEWAY_URL, INTENT_GUILD_MEMBERS, GatewayHub
-from openab_voice.testing.emulator.impairments import ImpairmentPlanner
-from openab_voice.testing.emulator.interactions import Interaction, InteractionRegistry
+from openab_voice.testing.emulator.interactions import InteractionRegistry
+from openab_voice.testing.emulator.media_api import MediaApi
 from openab_voice.testing.emulator.models import GuildIds, GuildState, Snowflakes
 from openab_voice.testing.emulator.resolver import EmulatorResolver
 from openab_voice.testing.emulator.responses import discord_errors
 from openab_voice.testing.emulator.rest import IdentityApi
-from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, StreamOptions
+from openab_voice.testing.emulator.rtp_stream import RtpStream
 from openab_voice.testing.emulator.speakers import FakeSpeaker
+from openab_voice.testing.emulator.text_api import TextApi
 from openab_voice.testing.emulator.user_actions import UserActions
 from openab_voice.testing.emulator.voice_connection import VoiceSessionInfo
 from openab_voice.testing.emulator.voice_gateway import VoiceGateway
 from openab_voice.testing.emulator.voice_life import VoiceLifeApi
 from openab_voice.testing.emulator.voice_room import VoiceRoom
 from openab_voice.testing.emulator.voice_status import VoiceStatusApi, VoiceStatusSet
-from openab_voice.testing.emulator.voice_udp import Address, VoiceUdpServer, datagram_kind
+from openab_voice.testing.emulator.voice_udp import VoiceUdpServer
 from openab_voice.testing.emulator.waiting import HangGuard
 from openab_voice.testing.emulator.webhooks import WebhookApi
 from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
@@ -50,7 +53,7 @@ from openab_voice.testing.emulator.wire import JsonObject, UpdateVoiceStateData
 DEFAULT_CONFIG = EmulatorConfig()
 
 
-class DiscordEmulator(VoiceLifeApi):
+class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
     """A loopback Discord that an unmodified discord.py client logs into and talks to.
 
     Args:
@@ -85,8 +88,6 @@ class DiscordEmulator(VoiceLifeApi):
         self.config = config
         self._clock: Clock = clock or SystemClock()
         self._joined = joined
-        self._members: list[DiscordEmulator] = [self]
-        self._api_routes: list[web.RouteDef] | None = None
         snowflakes = Snowflakes() if joined is None else joined._snowflakes
         self._snowflakes = snowflakes
         guild_id = snowflakes.next()
@@ -137,7 +138,12 @@ class DiscordEmulator(VoiceLifeApi):
         else:
             self._hub = joined._hub
             self._hub.add_guild(self._state, on_voice_state=self._on_voice_state)
-            joined._members.append(self)
+        self._front: GuildFront = GuildFront(
+            self._state,
+            self._interactions,
+            self._own_routes,
+            joined=None if joined is None else joined._front,
+        )
         self._room = VoiceRoom(
             self._state,
             self._hub,
@@ -176,7 +182,7 @@ class DiscordEmulator(VoiceLifeApi):
             self._material = material
             server_ctx = certs.server_ssl_context(material)
             api = web.Application(middlewares=[discord_errors])
-            api.add_routes(self._front_routes())
+            api.add_routes(self._front.routes())
             api.add_routes([web.get("/", self._hub.handle), web.get("/gateway", self._hub.handle)])
             voice = web.Application(middlewares=[discord_errors])
             voice.add_routes([web.get("/", self._voice.handle)])
@@ -190,51 +196,15 @@ class DiscordEmulator(VoiceLifeApi):
             raise
 
     def _own_routes(self) -> list[web.RouteDef]:
-        """This guild's REST routes (built once)."""
-        if self._api_routes is None:
-            self._api_routes = [
-                *IdentityApi(
-                    self._state, self._commands, token=self.token, gateway_url=self._gateway_url
-                ).routes(),
-                *ChannelApi(self._state, self._hub, token=self.token).routes(),
-                *WebhookApi(self._state, self._interactions, self._hub).routes(),
-                *self._voice_status.routes(),
-            ]
-        return self._api_routes
-
-    def _front_routes(self) -> list[web.RouteDef]:
-        """The REST port's routes: each request goes to the guild it names (channel, guild or
-        interaction token); one that names none (the bot user, the gateway) to this one, except a
-        global command overwrite, which every guild's registry takes."""
+        """This guild's REST routes (:class:`GuildFront` builds them once)."""
         return [
-            web.route(route.method, route.path, functools.partial(self._route, index))
-            for index, route in enumerate(self._own_routes())
+            *IdentityApi(
+                self._state, self._commands, token=self.token, gateway_url=self._gateway_url
+            ).routes(),
+            *ChannelApi(self._state, self._hub, token=self.token).routes(),
+            *WebhookApi(self._state, self._interactions, self._hub).routes(),
+            *self._voice_status.routes(),
         ]
-
-    async def _route(self, index: int, request: web.Request) -> web.StreamResponse:
-        # Every guild's port is a front for them all (the first guild's is the one clients resolve).
-        members = (self._joined or self)._members
-        if len(members) > 1:
-            target = self._member_for(request, members)
-            if target is None and request.method == "PUT":
-                for member in members:
-                    if member is not self:
-                        await member._own_routes()[index].handler(request)
-            elif target is not None:
-                return await target._own_routes()[index].handler(request)
-        return await self._own_routes()[index].handler(request)
-
-    @staticmethod
-    def _member_for(request: web.Request, members: list[DiscordEmulator]) -> DiscordEmulator | None:
-        info = request.match_info
-        for member in members:
-            if info.get("channel", "").isdigit() and int(info["channel"]) in member._state.channel_ids():
-                return member
-            if info.get("guild", "").isdigit() and int(info["guild"]) == member.guild_id:
-                return member
-            if "token" in info and member._interactions.by_token(info["token"]) is not None:
-                return member
-        return None
 
     async def _serve(self, app: web.Application, ctx: ssl.SSLContext) -> int:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
@@ -400,133 +370,10 @@ class DiscordEmulator(VoiceLifeApi):
             conn = await self._voice.wait_ready()
         return conn.info()
 
-    def bot_audio_pcm(self) -> bytes:
-        """Everything the bot played so far, decoded: 48 kHz stereo s16le (``bot_audio.pcm()``)."""
-        return self.bot_audio.pcm()
-
-    @property
-    def bot_audio_ms(self) -> float:
-        """Milliseconds of decoded bot audio, trailing silence frames excluded (``bot_audio.ms``)."""
-        return self.bot_audio.ms
-
     def voice_session(self) -> VoiceSessionInfo | None:
         """The current voice session, if the bot is connected."""
         conn = self._voice.active
         return conn.info() if conn is not None and conn.ready.is_set() else None
-
-    def _on_media(self, data: bytes, addr: Address) -> None:
-        if datagram_kind(data) == "keepalive":
-            return  # counted by the UDP server; like Discord's, it carries nothing to decode
-        try:
-            ssrc = parse_header(data).ssrc
-        except PacketError:
-            self.unknown_packets += 1
-            return
-        conn = self._voice.connection_for_ssrc(ssrc)
-        if conn is None or conn.cipher is None:
-            self.unknown_packets += 1
-            return
-        dave = None if conn.dave is None or conn.dave_version == 0 else conn.dave.decrypt_from_bot
-        self.bot_audio.feed(data, conn.cipher, dave, self._clock.monotonic())
-
-    async def send_raw_udp(self, data: bytes) -> None:
-        """Send an arbitrary datagram to the bot's voice socket from the voice server's port.
-
-        Raises:
-            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when the bot has no voice session.
-        """
-        conn = self._voice.active
-        if conn is None or conn.bot_addr is None:
-            raise EmulatorError("the bot has no voice session", code="EMULATOR_NOT_CONNECTED")
-        self._udp.send(data, conn.bot_addr)
-
-    async def send_unmapped_ssrc(
-        self,
-        ssrc: int,
-        pcm48k_stereo: bytes,
-        *,
-        loss: float | None = None,
-        reorder: float | None = None,
-        jitter_ms: float | None = None,
-    ) -> SendReport:
-        """Stream audio from an SSRC that no op 5 ever maps to a user (DAVE-encrypted by the hidden
-        recorder member when DAVE is on), correctly transport-sealed.
-
-        Raises:
-            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when ``ssrc`` belongs to a speaker or the bot;
-                ``EMULATOR_NOT_CONNECTED`` when the bot is not in voice.
-        """
-        if ssrc in self._ssrcs or not 0 < ssrc <= 0xFFFFFFFF:
-            raise EmulatorError(f"SSRC {ssrc} is taken or invalid", code="EMULATOR_BAD_INVOCATION")
-        if len(pcm48k_stereo) % 4:
-            raise EmulatorError("PCM must be whole 16-bit stereo samples", code="EMULATOR_BAD_AUDIO")
-        conn = await self._room.ready_connection()
-        stream = self._unmapped.get(ssrc)
-        if stream is None:
-            start = (self._rng.randrange(0x10000), self._rng.randrange(0x100000000))
-            stream = self._unmapped[ssrc] = RtpStream(
-                clock=self._clock, ssrc=ssrc, rtp_start=start, send=self._udp.send
-            )
-        impairments = self.config.impairments().override(loss=loss, reorder=reorder, jitter_ms=jitter_ms)
-        planner = ImpairmentPlanner(impairments, seed=self.config.seed * 1_000_003 + ssrc)
-        dave_user = None if conn.dave is None else self.recorder_user_id
-        return await stream.stream(
-            conn, pcm48k_stereo, planner, StreamOptions(speaking_user=None, dave_user=dave_user)
-        )
-
-    # --- interactions ---------------------------------------------------------------------------
-
-    async def invoke_command(
-        self,
-        user_id: int,
-        name: str,
-        *,
-        subcommand: str | None = None,
-        options: dict[str, Any] | None = None,
-        channel_id: int | None = None,
-    ) -> Interaction:
-        """Run a registered slash command as ``user_id`` (INTERACTION_CREATE type 2).
-
-        Args:
-            subcommand: ``"join"``, or ``"group sub"`` inside a subcommand group.
-            options: option values by name; user/channel/role options take ids.
-            channel_id: where it is invoked (the text channel by default).
-
-        Raises:
-            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when the command is not registered or the
-                options do not match its schema; ``EMULATOR_NOT_CONNECTED`` without a bot.
-        """
-        self._require_running()
-        return self._actions.invoke_command(
-            user_id, name, subcommand=subcommand, options=options, channel_id=channel_id
-        )
-
-    async def click_button(self, user_id: int, message_id: int, custom_id: str) -> Interaction:
-        """Click a button of a stored message as ``user_id`` (INTERACTION_CREATE type 3).
-
-        Raises:
-            EmulatorError: ``EMULATOR_BAD_INVOCATION`` when the message has no such enabled button.
-        """
-        self._require_running()
-        return self._actions.click_button(user_id, message_id, custom_id)
-
-    def post_user_message(self, user_id: int, content: str, *, channel_id: int | None = None) -> JsonObject:
-        """A fake user writes in a channel (MESSAGE_CREATE); returns the stored message."""
-        self._require_running()
-        return self._actions.post_message(user_id, content, channel_id=channel_id)
-
-    def set_channel_view(self, user_id: int, *, visible: bool, channel_id: int | None = None) -> None:
-        """Take away (or give back) a member's view of a channel, the text channel by default: a
-        member permission overwrite denying VIEW_CHANNEL, sent as CHANNEL_UPDATE as Discord does."""
-        self._require_running()
-        channel = self.text_channel_id if channel_id is None else channel_id
-        self._state.set_view(channel, user_id, visible=visible)
-        self._hub.dispatch("CHANNEL_UPDATE", payloads.channel_payload(self._state, channel))
-
-    @property
-    def interactions(self) -> list[Interaction]:
-        """Every interaction sent to the bot, oldest first."""
-        return self._interactions.all()
 
     # --- inspection -----------------------------------------------------------------------------
 

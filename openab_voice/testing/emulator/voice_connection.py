@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from openab_voice.discord.transport import TransportCipher
+from openab_voice.discord.wire.transport import TransportCipher
 from openab_voice.errors import EmulatorError
 from openab_voice.testing.emulator.dave_peer import CommitTransition, DavePeer
 from openab_voice.testing.emulator.voice_udp import Address

@@ -3,11 +3,8 @@
 Client binary frames are ``u8 opcode || payload`` (notes §3). The bot's op order is ``0, 1, 5`` with
 DAVE off and ``0, 1, 5, 26, 23`` with DAVE on. The state of each session lives in
 :mod:`voice_connection`; a session survives a resumable close of its websocket and is picked up
-again by RESUME (op 7) on a new one (``docs/discord-voice-protocol.md``).
-
-DAVE op 31 (invalid commit or welcome) is accepted as JSON ``{"transition_id": n}``, as discord.py
-and discord.js send it, and as binary ``u8 31 || >H transition_id``; the connection stays up and the
-client's next key package replaces its old leaf.
+again by RESUME (op 7) on a new one (``docs/discord-voice-protocol.md``). The sessions themselves
+are kept by :mod:`voice_sessions`; DAVE's opcodes are :mod:`voice_dave_ops`.
 """
 
 from __future__ import annotations
@@ -16,13 +13,12 @@ import asyncio
 import json
 import logging
 import os
-import struct
 from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
 
-from openab_voice.discord.transport import cipher_for
-from openab_voice.errors import EmulatorError
+from openab_voice.discord.wire.transport import cipher_for
+from openab_voice.testing.emulator import voice_dave_ops
 from openab_voice.testing.emulator.config import EmulatorConfig
 from openab_voice.testing.emulator.dave_peer import DavePeer
 from openab_voice.testing.emulator.models import GuildState
@@ -39,19 +35,13 @@ from openab_voice.testing.emulator.voice_connection import (
     HEARTBEAT_INTERVAL_MS,
     OP_CLIENT_CONNECT,
     OP_CLIENTS_CONNECT,
-    OP_DAVE_EXECUTE,
-    OP_DAVE_PREPARE_EPOCH,
-    OP_DAVE_PREPARE_TRANSITION,
     OP_DAVE_READY,
     OP_HEARTBEAT,
     OP_HEARTBEAT_ACK,
     OP_HELLO,
     OP_IDENTIFY,
-    OP_MLS_COMMIT_WELCOME,
     OP_MLS_EXTERNAL_SENDER,
     OP_MLS_INVALID,
-    OP_MLS_KEY_PACKAGE,
-    OP_MLS_WELCOME,
     OP_READY,
     OP_RESUME,
     OP_SELECT_PROTOCOL,
@@ -59,8 +49,8 @@ from openab_voice.testing.emulator.voice_connection import (
     OP_SPEAKING,
     RESUMABLE_SERVER_CLOSES,
     VoiceConnection,
-    VoiceCredentials,
 )
+from openab_voice.testing.emulator.voice_sessions import VoiceSessions
 from openab_voice.testing.emulator.voice_udp import VoiceUdpServer
 from openab_voice.testing.emulator.wire import (
     GatewayFrame,
@@ -86,8 +76,8 @@ class _Socket:
         self.conn = conn
 
 
-class VoiceGateway:
-    """Serves voice websockets for the bot.
+class VoiceGateway(VoiceSessions):
+    """Serves voice websockets for the bot; the sessions they carry are :class:`VoiceSessions`.
 
     Args:
         state: the guild.
@@ -95,12 +85,6 @@ class VoiceGateway:
         udp: the voice UDP server (its port goes into READY).
         allocate_ssrc: returns a fresh SSRC for each session.
         recorder_id: the hidden DAVE member the emulator listens as.
-
-    Attributes:
-        active: the bot's current session (also while its websocket is down and resumable).
-        closes: every close of a session websocket, ``(code, resumable)``, oldest first.
-        resumes: successful RESUMEs; ``failed_resumes``: RESUMEs answered 4006.
-        invalid_reports: transition ids the bot reported with op 31.
     """
 
     def __init__(
@@ -112,104 +96,12 @@ class VoiceGateway:
         allocate_ssrc: Callable[[], int],
         recorder_id: int,
     ) -> None:
+        super().__init__()
         self._state = state
         self._config = config
         self._udp = udp
         self._allocate_ssrc = allocate_ssrc
         self._recorder_id = recorder_id
-        self._expected: VoiceCredentials | None = None
-        self._connections: set[VoiceConnection] = set()
-        self._forced: dict[web.WebSocketResponse, int] = {}
-        self._transports: dict[web.WebSocketResponse, asyncio.Transport] = {}
-        self.active: VoiceConnection | None = None
-        self.closes: list[tuple[int, bool]] = []
-        self.resumes = 0
-        self.failed_resumes = 0
-        self.invalid_reports: list[int] = []
-        self._changed = asyncio.Condition()
-
-    def expect(self, credentials: VoiceCredentials | None) -> None:
-        """Accept IDENTIFY with these credentials from now on (``None``: the bot left voice)."""
-        self._expected = credentials
-        if credentials is None and self.active is not None:
-            self._end(self.active)  # media stops now; discord.py closes the socket itself
-
-    @property
-    def expected(self) -> VoiceCredentials | None:
-        return self._expected
-
-    def connection_for_ssrc(self, ssrc: int) -> VoiceConnection | None:
-        for conn in self._connections:
-            if conn.ssrc == ssrc and conn.cipher is not None and not conn.closed.is_set():
-                return conn
-        return None
-
-    async def wait_ready(self) -> VoiceConnection:
-        """The next connection that is (or becomes) ready; no timeout (callers add one)."""
-        async with self._changed:
-            await self._changed.wait_for(
-                lambda: (
-                    self.active is not None and self.active.ready.is_set() and not self.active.closed.is_set()
-                )
-            )
-            assert self.active is not None
-            return self.active
-
-    async def wait_resumed(self, resumes: int) -> VoiceConnection:
-        """The active session once ``resumes`` RESUMEs succeeded and a websocket serves it; no
-        timeout (callers add one)."""
-        async with self._changed:
-            await self._changed.wait_for(
-                lambda: self.resumes >= resumes and self.active is not None and self.active.attached
-            )
-            assert self.active is not None
-            return self.active
-
-    async def force_close(self, code: int, reason: str = "") -> VoiceConnection:
-        """Close the bot's voice websocket with ``code`` (4015: resumable; others end the session).
-
-        Raises:
-            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when no websocket serves the bot.
-        """
-        conn = self.active
-        if conn is None or conn.ws is None or conn.ws.closed:
-            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
-        ws = conn.ws
-        self._forced[ws] = code
-        if code not in RESUMABLE_SERVER_CLOSES:
-            self._end(conn)
-        await ws.close(code=code, message=(reason or f"emulator close {code}").encode())
-        return conn
-
-    def drop(self) -> VoiceConnection:
-        """Cut the bot's voice websocket's TCP connection without a close frame (a network drop:
-        the client sees 1006); the session stays resumable.
-
-        Raises:
-            EmulatorError: ``EMULATOR_NOT_CONNECTED`` when no websocket serves the bot.
-        """
-        conn = self.active
-        transport = None if conn is None or conn.ws is None else self._transports.get(conn.ws)
-        if conn is None or transport is None or conn.ws is None or conn.ws.closed:
-            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
-        transport.abort()
-        return conn
-
-    async def aclose(self) -> None:
-        for conn in list(self._connections):
-            conn.closed.set()
-            if conn.ws is not None and not conn.ws.closed:
-                await conn.ws.close(code=1001, message=b"emulator shutting down")
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    def _end(self, conn: VoiceConnection) -> None:
-        conn.closed.set()
-        self._connections.discard(conn)
-        if self.active is conn:
-            self.active = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """aiohttp handler for the voice websocket."""
@@ -226,7 +118,7 @@ class VoiceGateway:
                     if msg.type is WSMsgType.TEXT:
                         close = await self._on_text(sock, msg.data)
                     elif msg.type is WSMsgType.BINARY:
-                        close = await self._on_binary(sock.conn, msg.data)
+                        close = await voice_dave_ops.on_binary(sock.conn, msg.data, self.invalid_reports)
                 except Exception:  # the emulator's own bug: report it, end this session cleanly
                     log.exception("emulator voice gateway failed on a %s frame", msg.type.name)
                     close = CLOSE_UNKNOWN_ERROR, "Unknown error."
@@ -288,9 +180,8 @@ class VoiceGateway:
             elif op == OP_DAVE_READY:
                 await self._transition_ready(conn, parse(TransitionReadyData, data, what="transition ready"))
             elif op == OP_MLS_INVALID:
-                await self._invalid_commit(
-                    conn, parse(InvalidCommitData, data, what="invalid commit")["transition_id"]
-                )
+                transition = parse(InvalidCommitData, data, what="invalid commit")["transition_id"]
+                voice_dave_ops.invalid_commit(conn, transition, self.invalid_reports)
             elif op != OP_CLIENT_CONNECT:
                 return CLOSE_UNKNOWN_OPCODE, "Unknown opcode."
         except WireError:
@@ -406,67 +297,13 @@ class VoiceGateway:
         return None
 
     async def _transition_ready(self, conn: VoiceConnection, data: TransitionReadyData) -> None:
-        transition = data["transition_id"]
-        if conn.dave is None or not conn.dave.transition_ready(transition):
-            return  # unknown or repeated ids are ignored, as a server would
-        await conn.send_json(OP_DAVE_EXECUTE, {"transition_id": transition})
-        conn.dave_version = conn.dave.versions.pop(transition, conn.dave_version)
-        conn.mark_executed(transition)
-        if conn.dave.bot_joined:
-            conn.dave_synced.set()
-            if not conn.ready.is_set():
-                conn.ready.set()
+        if await voice_dave_ops.transition_ready(conn, data["transition_id"]):
             await self._notify()
 
     async def downgrade(self, conn: VoiceConnection) -> int:
         """op 21 ``{protocol_version: 0}``; returns the transition id (executed on the bot's op 23)."""
-        assert conn.dave is not None
-        transition = conn.dave.prepare_downgrade()
-        await conn.send_json(OP_DAVE_PREPARE_TRANSITION, {"protocol_version": 0, "transition_id": transition})
-        return transition
+        return await voice_dave_ops.downgrade(conn)
 
     async def upgrade(self, conn: VoiceConnection) -> None:
-        """op 24 ``{protocol_version: 1, epoch: 1}``: a new group; the bot answers with a key package
-        and is welcomed into it (op 30, then ops 23/22 switch it to version 1)."""
-        assert conn.dave is not None
-        conn.dave = conn.dave.regroup([u.id for u in self._state.fake_voice_members()])
-        conn.dave_synced.clear()
-        await conn.send_json(OP_DAVE_PREPARE_EPOCH, {"protocol_version": 1, "epoch": 1})
-
-    async def _invalid_commit(self, conn: VoiceConnection, transition_id: int) -> None:
-        """op 31: the bot could not process a commit or welcome. It re-initialises and sends a new
-        key package (discord.py ``_recover_from_invalid_commit``, @discordjs/voice
-        ``recoverFromInvalidTransition``); the connection stays up."""
-        log.info("the bot rejected DAVE transition %s (op 31)", transition_id)
-        self.invalid_reports.append(transition_id)
-        if conn.dave is None:
-            return
-        conn.dave.bot_invalidated(transition_id)
-        conn.dave_synced.clear()
-        conn.mark_executed(transition_id)  # nobody waits for this transition any longer
-
-    async def _on_binary(self, conn: VoiceConnection, data: bytes) -> tuple[int, str] | None:
-        if not data:
-            return CLOSE_DECODE_ERROR, "Failed to decode payload."
-        if conn.credentials is None:
-            return CLOSE_NOT_AUTHENTICATED, "Not authenticated."
-        op, payload = data[0], data[1:]
-        if conn.dave is None:
-            return None  # DAVE is off for this call: binary ops mean nothing
-        if op == OP_MLS_KEY_PACKAGE:
-            conn.dave_synced.clear()
-            try:
-                transition, welcome = conn.dave.welcome_bot(payload)
-            except EmulatorError:
-                log.warning("the bot sent an unusable DAVE key package", exc_info=True)
-                return None
-            await conn.send_binary(OP_MLS_WELCOME, struct.pack(">H", transition) + welcome)
-        elif op == OP_MLS_INVALID:
-            if len(payload) < 2:
-                return CLOSE_DECODE_ERROR, "Failed to decode payload."
-            await self._invalid_commit(conn, struct.unpack_from(">H", payload)[0])
-        elif op == OP_MLS_COMMIT_WELCOME:
-            # Wins only when proposals wait for a client commit (client_commits); else the
-            # recorder already committed and this one lost the race, as on Discord.
-            conn.deliver_commit(payload)
-        return None
+        """op 24 ``{protocol_version: 1, epoch: 1}``: a new group of the fake voice members."""
+        await voice_dave_ops.upgrade(conn, [u.id for u in self._state.fake_voice_members()])

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.discord.rtp import is_rtcp
+from openab_voice.discord.wire.rtp import is_rtcp
 
 log = logging.getLogger(__name__)
 

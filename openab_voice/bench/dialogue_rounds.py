@@ -1,0 +1,149 @@
+"""The dialogue benchmark's rounds, and how each measures what a listener hears at the emulator.
+
+Two sessions, ``trials`` rounds each:
+
+* **barge-in**: the speaker asks a question; about 1.0 s after the bot's first audio reaches the
+  emulator, the speaker says "Wait, stop please." ``barge_in_ms`` runs from the speech onset in
+  the speaker's audio (the time ``say`` started plus the clip's leading silence, from its 20 ms RMS
+  envelope) to the arrival at the emulator of the bot's last audio packet after that onset
+  (``BotAudioSink.last_audio_at``): what a listener hears, not what the engine believes. A
+  barge-in the engine never detected still counts (the answer's end is then its last audio) and is
+  also reported in ``diagnostics.missed_barge_ins``. This session does not resume after a false
+  interruption (resuming would only repeat the answer when the words are lost).
+* **echo**: the speaker asks the question, then sends only the echo of the bot's answer
+  (``say_echo_only``, 80 ms, -6 dB, 40 ms reverb) for the whole answer; every
+  ``InterruptionDetected`` there is an ``echo_false_interrupts``.
+
+``eou_to_first_audio_ms`` is what a listener waits for, measured at the emulator like barge-in:
+from the end of the question's speech as sent (the time ``say`` returned, less the trailing Opus
+silence frames and the clip's own trailing silence, from its RMS envelope) to the arrival of the
+bot's first audio packet of the answer. Nothing is subtracted: the scripted model streams a word
+every 20 ms after its time to first token (``ttft_ms``, 0 by default), so the figure is the
+pipeline's own (end-of-speech detection, transcription, the model's first sentence at 50 tokens/s,
+synthesis, output, network), which is what the target bounds; a model's own time to first token
+adds to it, less what preemptive generation hides (``--ttft-ms`` shows how much).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from openab_voice.audio.events import SpeechStarted
+from openab_voice.bench.dialogue_clips import Clips
+from openab_voice.bench.dialogue_report import Samples
+from openab_voice.bench.dialogue_session import POLL_S, USER, WAIT_S, DialogueSession
+from openab_voice.clock import wait_for
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    InterruptionDetected,
+    ProviderTruncated,
+    TranscriptDiscarded,
+    TranscriptFinal,
+)
+from openab_voice.testing.emulator import EchoPath
+
+_SILENCE_FRAME_S = 0.02
+_INTERRUPT_AFTER_S = 1.0  # after the bot's first audio reached the emulator
+_PAUSE_S = 0.15  # no bot audio this long: the bot paused (packets come every 20 ms while it speaks)
+_CONCLUDE_S = 5.0  # after the interruption was said, its transcript (or discard) comes within this
+
+
+async def ask(s: DialogueSession, clips: Clips, samples: Samples) -> float:
+    """Say the question; returns the arrival of the answer's first packet (and records the wait)."""
+    speaker = s.h.emulator.speaker(USER)
+    asked = s.clock.monotonic()
+    report = await speaker.say(clips.question)
+    ended = s.clock.monotonic() - report.silence_frames * _SILENCE_FRAME_S - clips.question_tail_s
+    first = await s.first_audio_after(asked)
+    samples.heard_eou.append((first - ended) * 1000.0)
+    return first
+
+
+async def barge_in_round(s: DialogueSession, clips: Clips, samples: Samples) -> None:
+    speaker = s.h.emulator.speaker(USER)
+    sink = s.h.emulator.bot_audio
+    before_ms = sink.ms
+    first = await ask(s, clips, samples)
+    await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
+    mark = len(s.events)
+    said = s.clock.monotonic()
+    onset = said + clips.stop_onset_s
+    # The interrupted answer ends at the last packet before the first pause in the bot's audio after
+    # the onset. Its reply to "stop" can only begin once the stop was said and its end confirmed
+    # (prepared ahead, it may start at once then), so that pause always comes first; an answer that
+    # was never cut runs on, and its own end is then the figure.
+    answer_end = asyncio.ensure_future(_audio_pause_after(s, onset, mark))
+    heard_ms: list[float] = []  # the answer's audio the listener got, when its cut was detected
+    answer_end.add_done_callback(lambda _: heard_ms.append(sink.ms - before_ms))
+    try:
+        await speaker.say(clips.stop)
+
+        def concluded() -> bool:
+            return s.user_idle() and bool(s.of(TranscriptFinal, mark) or s.of(TranscriptDiscarded, mark))
+
+        if not await s.poll(concluded, _CONCLUDE_S):
+            await s.settle()
+        last = await wait_for(s.clock, WAIT_S, answer_end)
+    finally:
+        answer_end.cancel()
+    if not s.of(InterruptionDetected, mark):
+        samples.missed_barge_ins += 1
+    if last is not None and last > onset:
+        samples.barge_in.append((last - onset) * 1000.0)
+        _stages(s, mark, onset, last, samples.stages)
+    truncated = s.of(ProviderTruncated, mark)
+    if truncated and heard_ms:
+        samples.audio_end_error.append(abs(truncated[0].audio_end_ms - heard_ms[0]))
+    await s.settle()  # the reply to "stop", if its words were understood
+
+
+async def _audio_pause_after(s: DialogueSession, onset: float, mark: int) -> float | None:
+    """The arrival of the bot's last audio packet before its first pause (``_PAUSE_S`` without audio)
+    after ``onset`` once the answer was cut or ended (a gap between two sentences is no end); None
+    when the bot sent nothing after the onset."""
+    sink = s.h.emulator.bot_audio
+
+    def over() -> bool:
+        return bool(s.of(InterruptionDetected, mark) or s.of(BotUtteranceFinished, mark))
+
+    while True:
+        last, now = sink.last_audio_at, s.clock.monotonic()
+        if last is None or last <= onset:
+            if now - onset >= _PAUSE_S and over():
+                return None
+        elif now - last >= _PAUSE_S and over():
+            return last
+        await s.clock.sleep(POLL_S)
+
+
+def _stages(s: DialogueSession, mark: int, onset: float, last: float, out: dict[str, list[float]]) -> None:
+    """Where this round's barge-in time went, from its first accepted onset and interruption.
+
+    ``onset_to_detected_audio``: speech the front end did not flag (APM suppression, VAD onset);
+    ``detection_delay``: from that audio to ``SpeechStarted`` (jitter buffer, front-end batch, VAD
+    window); ``engine``: to ``InterruptionDetected``; ``output_stop``: to the last bot packet.
+    """
+    started = [e for e in s.of(SpeechStarted, mark) if e.speaker_id == str(USER)]
+    interrupted = s.of(InterruptionDetected, mark)
+    if not started or not interrupted:
+        return
+    first, cut = started[0], interrupted[0]
+    stages = {
+        "onset_to_detected_audio_ms": first.audio_time - onset,
+        "detection_delay_ms": first.at - first.audio_time,
+        "engine_ms": cut.at - first.at,
+        "output_stop_ms": last - cut.at,
+    }
+    for name, seconds in stages.items():
+        out.setdefault(name, []).append(seconds * 1000.0)
+
+
+async def echo_round(s: DialogueSession, clips: Clips, echo: EchoPath, samples: Samples) -> None:
+    speaker = s.h.emulator.speaker(USER)
+    mark = len(s.events)
+    await ask(s, clips, samples)
+    # Margin for the gaps between sentences (each one synthesized when its turn comes).
+    await speaker.say_echo_only(clips.answer_s + 0.5, echo)
+    await s.until(lambda: bool(s.of(BotUtteranceFinished, mark)), "the answer did not finish")
+    await s.settle()
+    samples.echo_false_interrupts.append(len(s.of(InterruptionDetected, mark)))

@@ -1,0 +1,9 @@
+"""What openab-voice can be told: the settings' environment names and their declarations.
+
+``names`` maps a setting to its environment variable (``OPENAB_*``, the secrets, the conventional
+``OPENAI_*``); ``voice``, ``store`` and ``actions`` declare the fields (type, bounds, default,
+description) in groups; ``agent_env`` is the line an ACP agent's environment may not cross;
+``realtime_models`` the realtime model names. :mod:`openab_voice.config` composes the groups into
+``Settings``, checks what spans them and loads it from the environment (pydantic-settings lives there
+only).
+"""
