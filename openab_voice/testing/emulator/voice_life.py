@@ -4,8 +4,9 @@ counters that show what happened (``docs/discord-voice-protocol.md``)."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, assert_never
 
 from openab_voice.clock import Clock
@@ -86,12 +87,20 @@ class VoiceLifeApi:
     async def udp_blackout(self, seconds: float) -> None:
         """Drop every voice datagram, both ways, for ``seconds`` on the emulator's clock; returns
         when the outage ends. ``voice_stats()['udp_blackout_dropped']`` counts what was lost."""
-        self._require_running()
         if seconds < 0:
             raise EmulatorError("seconds must not be negative", code="EMULATOR_BAD_INVOCATION")
+        async with self.udp_outage():
+            await self._clock.sleep(seconds)
+
+    @contextlib.asynccontextmanager
+    async def udp_outage(self) -> AsyncIterator[None]:
+        """Drop every voice datagram, both ways, while the block runs: an outage held open around
+        exactly what a test sends in it, which no scheduling delay can outrun (a fixed duration can
+        end before a loaded machine has sent the last packet)."""
+        self._require_running()
         self._udp.blackout = True
         try:
-            await self._clock.sleep(seconds)
+            yield
         finally:
             self._udp.blackout = False
 
