@@ -20,9 +20,9 @@ from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.actions.speech import ActionStatusView, status_line, while_status
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.jobs import EffectCeiling, JobStatus
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.tasks import TaskOwner
 
 log = logging.getLogger(__name__)

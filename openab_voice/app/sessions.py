@@ -36,14 +36,14 @@ from openab_voice.engine.desk import Intake, TranscriptDesk
 from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
-from openab_voice.engine.redecode_stream import RedecodeRecognizer
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.transcriber import Transcriber
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
 from openab_voice.providers.realtime_openai import DEFAULT_VOICE
+from openab_voice.stt.redecode_stream import RedecodeRecognizer
+from openab_voice.stt.transcriber import Transcriber
 from openab_voice.tools.registry import ToolRegistry, default_tools
 from openab_voice.tools.router import RouterSettings, ToolRouter
 

@@ -36,7 +36,8 @@ from openab_voice.bench.dialogue_rounds import barge_in_round, echo_round
 from openab_voice.bench.dialogue_session import DialogueSession
 from openab_voice.bench.realtime import realtime_server
 from openab_voice.clock import SystemClock
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.emulator import EchoPath
 
 __all__ = ["REALTIME_TARGETS", "TARGETS", "run"]

@@ -33,13 +33,8 @@ from openab_voice.bench.dialogue_clips import Clips
 from openab_voice.bench.dialogue_report import Samples
 from openab_voice.bench.dialogue_session import POLL_S, USER, WAIT_S, DialogueSession
 from openab_voice.clock import wait_for
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    InterruptionDetected,
-    ProviderTruncated,
-    TranscriptDiscarded,
-    TranscriptFinal,
-)
+from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, ProviderTruncated
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 from openab_voice.testing.emulator import EchoPath
 
 _SILENCE_FRAME_S = 0.02

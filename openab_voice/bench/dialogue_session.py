@@ -11,19 +11,16 @@ from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bench.dialogue_clips import ANSWER
 from openab_voice.bench.dialogue_report import Samples
 from openab_voice.bench.realtime import LoopbackRealtimeServer, realtime_providers
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.clock import Clock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import (
-    DialogueStateChanged,
-    LatencyMeasured,
-    TranscriptDiscarded,
-    TranscriptFinal,
-)
+from openab_voice.engine.events import DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.errors import EmulatorError
-from openab_voice.providers.speech import ChatMessage, SpeechToText, TextToSpeech
+from openab_voice.providers.speech import ChatMessage, TextToSpeech
+from openab_voice.stt.base import SpeechToText
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

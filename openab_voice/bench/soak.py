@@ -34,7 +34,8 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.providers.speech import ChatMessage
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

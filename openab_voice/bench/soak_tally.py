@@ -5,7 +5,8 @@ from __future__ import annotations
 from openab_voice.audio.events import AudioBufferOverrun, AudioReferenceDrift, AudioReferenceRealigned
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.discord.wire.events import VoiceConnected, VoiceDisconnected
-from openab_voice.engine.events import InterruptionDetected, SpeechDropped, TranscriptFinal
+from openab_voice.engine.events import InterruptionDetected, SpeechDropped
+from openab_voice.stt.events import TranscriptFinal
 
 
 class Tally:

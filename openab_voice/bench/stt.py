@@ -5,7 +5,7 @@ turn, ``utterances`` of them, each after 1 s of silence) goes through the real a
 (configured APM + VAD) on a fake clock, giving exactly the processed frames the transcriber would
 receive, with the VAD's real onset and end-of-speech decisions.
 
-Timed: the frames are replayed through the :class:`~openab_voice.engine.redecode.RedecodeCore` (the
+Timed: the frames are replayed through the :class:`~openab_voice.stt.redecode.RedecodeCore` (the
 transcriber's synchronous core) on a second fake clock advanced frame by frame (a 20 ms frame becomes available at
 its end). Every decode the core asks for runs for real, timed with ``clock.perf_ns``, and its
 result is delivered on the fake timeline at its start plus the measured duration, so decode time
@@ -33,20 +33,14 @@ from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.clock import FakeClock, perf_ns
-from openab_voice.engine.events import (
-    LatencyMeasured,
-    TranscriptDiscarded,
-    TranscriptFinal,
-    TranscriptPartial,
-)
-from openab_voice.engine.redecode import RedecodeCore
-from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
-from openab_voice.providers.speech import Hypothesis, SpeechToText
-from openab_voice.providers.speech_registry import SttConfig
-from openab_voice.providers.stt_faster_whisper import create
+from openab_voice.stt.base import Hypothesis, SpeechToText, SttConfig
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal, TranscriptPartial
+from openab_voice.stt.faster_whisper import create
+from openab_voice.stt.redecode import RedecodeCore
+from openab_voice.stt.stability import normalize_words
+from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
 
 __all__ = ["CLIPS", "TARGET_FIRST_STABLE_MS", "run", "word_error_rate"]
 

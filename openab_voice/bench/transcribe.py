@@ -35,8 +35,8 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import TranscriptDiscarded, TranscriptFinal, TranscriptionBacklog
-from openab_voice.providers.speech_registry import SttConfig, stt_registry
+from openab_voice.stt.base import SttConfig, stt_registry
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal, TranscriptionBacklog
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo, prepare_speech
 from openab_voice.testing.harness import BotOnEmulator
 

@@ -73,3 +73,16 @@ class ErrorRaised(Event):
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", sanitize(self.details))
         object.__setattr__(self, "message", sanitize(self.message))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyMeasured(Event):
+    """A latency sample: ``metric`` is one of barge_in_ms, first_stable_partial_ms,
+    eou_to_first_audio_ms, tts_first_chunk_ms, truncate_sent_ms (realtime: barge-in to the
+    provider truncation sent)."""
+
+    metric: str
+    value_ms: float
+    speaker_id: str | None = None
+    turn_id: str | None = None
+    stage: str = "metrics"

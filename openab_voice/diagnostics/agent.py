@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from openab_voice.bus.events import ErrorRaised
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.diagnostics.agent_harness import Harness
 from openab_voice.diagnostics.agent_turns import Turn, interruption, memory_search, question_answer
-from openab_voice.engine.events import DialogueStateChanged, LatencyMeasured
+from openab_voice.engine.events import DialogueStateChanged
 
 __all__ = ["run_agent_self_test"]
 

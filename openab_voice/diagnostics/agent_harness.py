@@ -30,12 +30,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock, SystemClock, first_done
 from openab_voice.engine.conversation import ConversationManager
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    DialogueStateChanged,
-    TranscriptFinal,
-    TranscriptPartial,
-)
+from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.errors import OpenabError
@@ -45,6 +40,7 @@ from openab_voice.memory.tools import MEMORY_SEARCH, register_memory_tools
 from openab_voice.providers.speech import ChatMessage, ToolCall
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.memory_rows import MemoryRows
+from openab_voice.stt.events import TranscriptFinal, TranscriptPartial
 from openab_voice.testing.dialogue_fakes import (
     FakeChatModel,
     FakeRoster,

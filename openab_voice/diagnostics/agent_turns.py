@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openab_voice.audio.events import SpeechStarted
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.diagnostics.agent_harness import (
     ANSWER_1,
     ANSWER_3,
@@ -37,13 +37,12 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    LatencyMeasured,
     ToolCallHandled,
-    TranscriptPartial,
     TurnAccepted,
 )
 from openab_voice.engine.state import DialogueState
 from openab_voice.memory.tools import MEMORY_SEARCH
+from openab_voice.stt.events import TranscriptPartial
 
 BARGE_IN_TARGET_MS = 200.0
 

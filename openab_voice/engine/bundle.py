@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
-from openab_voice.engine.utterances import TranscriberSettings
 from openab_voice.providers.realtime_openai import RealtimeConnector
-from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
+from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.stt.base import SpeechToText
+from openab_voice.stt.utterances import TranscriberSettings
 
 
 @dataclass(slots=True, kw_only=True)

@@ -45,13 +45,6 @@ from openab_voice.engine.cascade import cascade_engine
 from openab_voice.engine.context import MemoryRecall, ShortTermContext
 from openab_voice.engine.dispatcher import EffectDispatcher
 from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding, EngineFactory
-from openab_voice.engine.events import (
-    SpeculationWithdrawn,
-    TranscriptDiscarded,
-    TranscriptFinal,
-    TranscriptPartial,
-    TranscriptSpeculative,
-)
 from openab_voice.engine.expiry import AnnouncementQueue, SpeechCause
 from openab_voice.engine.handle import SpeechOutput
 from openab_voice.engine.hearing import Hearing
@@ -69,6 +62,13 @@ from openab_voice.engine.state import (
 from openab_voice.engine.turns import Roster
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.stt.events import (
+    SpeculationWithdrawn,
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+    TranscriptSpeculative,
+)
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["ConversationManager"]

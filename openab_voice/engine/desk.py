@@ -26,14 +26,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from openab_voice.bus.events import ErrorRaised
-from openab_voice.engine.events import (
+from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
     TranscriptSpeculative,
 )
-from openab_voice.engine.recognize import RecognitionEvent
+from openab_voice.stt.recognize import RecognitionEvent
 
 __all__ = ["Heard", "Intake", "Listener", "TranscriptDesk"]
 

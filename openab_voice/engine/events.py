@@ -1,9 +1,5 @@
-"""Conversation events: transcripts, dialogue states, turns, utterances, interruptions, tool calls.
-
-The transcript contract is the same whatever the STT provider: per speaker and utterance, any number
-of :class:`TranscriptPartial` (``stable=False`` for a raw hypothesis, ``stable=True`` once the
-stability filter agrees), then exactly one :class:`TranscriptFinal` or :class:`TranscriptDiscarded`.
-"""
+"""Conversation events: dialogue states, turns, utterances, interruptions, tool calls, speech dropped
+or cut. (Transcripts are :mod:`openab_voice.stt.events`; ``LatencyMeasured`` is the bus's.)"""
 
 from __future__ import annotations
 
@@ -11,97 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openab_voice.bus.events import Event, sanitize
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriptPartial(Event):
-    speaker_id: str
-    utterance_id: str
-    text: str
-    stable: bool
-    audio_start: float  # monotonic time of the utterance's first speech sample
-    audio_end: float  # monotonic time up to which audio was decoded
-    stage: str = "stt"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "text", sanitize(self.text))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriptFinal(Event):
-    speaker_id: str
-    utterance_id: str
-    text: str
-    audio_start: float
-    audio_end: float  # end of speech
-    partials: int
-    confidence: float | None = None
-    stage: str = "stt"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "text", sanitize(self.text))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriptSpeculative(Event):
-    """What the final of an utterance still open will be if its speaker says nothing more.
-
-    Published when a speculative final decode (run inside the utterance's first quiet stretch, before
-    the VAD has waited its minimum silence) passed the same checks as a final. Exactly this text
-    becomes the ``TranscriptFinal`` unless speech follows, in which case a
-    :class:`SpeculationWithdrawn` comes first. The conversation may prepare its answer on it
-    (preemptive generation); nothing may be said or done on it alone.
-    """
-
-    speaker_id: str
-    utterance_id: str
-    text: str
-    audio_start: float
-    audio_end: float  # the audio the decode saw ends here
-    stage: str = "stt"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "text", sanitize(self.text))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SpeculationWithdrawn(Event):
-    """The speaker went on talking: the utterance's last :class:`TranscriptSpeculative` is void."""
-
-    speaker_id: str
-    utterance_id: str
-    stage: str = "stt"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriptDiscarded(Event):
-    """An utterance that produced no usable text (empty, punctuation only, low confidence)."""
-
-    speaker_id: str
-    utterance_id: str
-    reason: str
-    text: str = ""
-    stage: str = "stt"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TranscriptionBacklog(Event):
-    """Transcription fell behind real time, or caught up again (``waiting`` 0).
-
-    Published when the backlog starts, at most once a second while it lasts, and when it clears.
-
-    Attributes:
-        waiting: finals queued for a decode slot (utterances that ended and wait for their text).
-        talking: speakers inside an utterance.
-        partials_shed: partial decodes skipped so far in this session to let finals through.
-        oldest_wait_ms: how long the oldest queued final has waited since its end of speech.
-    """
-
-    waiting: int
-    talking: int
-    partials_shed: int
-    oldest_wait_ms: float
-    stage: str = "stt"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,19 +87,6 @@ class ProviderTruncated(Event):
     played_ms: float
     utterance_id: str | None = None
     stage: str = "engine"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LatencyMeasured(Event):
-    """A latency sample: ``metric`` is one of barge_in_ms, first_stable_partial_ms,
-    eou_to_first_audio_ms, tts_first_chunk_ms, truncate_sent_ms (realtime: barge-in to the
-    provider truncation sent)."""
-
-    metric: str
-    value_ms: float
-    speaker_id: str | None = None
-    turn_id: str | None = None
-    stage: str = "metrics"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,20 +25,18 @@ from openab_voice.engine.answers import answer_to
 from openab_voice.engine.context import ChannelNote, ShortTermContext
 from openab_voice.engine.dispatcher import EffectDispatcher
 from openab_voice.engine.duplex import DuplexVoiceEngine
-from openab_voice.engine.events import (
-    InterruptionDetected,
-    TranscriptDiscarded,
-    TranscriptFinal,
-    TranscriptPartial,
-    TranscriptSpeculative,
-    TurnAccepted,
-    TurnIgnored,
-)
+from openab_voice.engine.events import InterruptionDetected, TurnAccepted, TurnIgnored
 from openab_voice.engine.expiry import AnnouncementQueue
 from openab_voice.engine.interruption import InterruptionController
 from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.engine.turns import EarlyNames, Roster, TurnPolicy
+from openab_voice.stt.events import (
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptPartial,
+    TranscriptSpeculative,
+)
 
 __all__ = ["Hearing"]
 

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TypeAlias
 
-from openab_voice.engine.events import LatencyMeasured
+from openab_voice.bus.events import LatencyMeasured
 from openab_voice.engine.handle import SpeechHandle
 from openab_voice.engine.response import ResponseDeps
 from openab_voice.engine.state import (

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 
 from openab_voice.engine.duplex import AudioFormat, DialogueMode, EngineCapabilities
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.speech import ChatCapabilities, SttCapabilities, TtsCapabilities
+from openab_voice.providers.speech import ChatCapabilities, TtsCapabilities
+from openab_voice.stt.base import SttCapabilities
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -27,9 +27,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from openab_voice.bus.events import ErrorRaised
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.engine.context import ShortTermContext, UserUtterance
-from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.hold import Hold

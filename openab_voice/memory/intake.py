@@ -16,9 +16,9 @@ import re
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.turns import addresses
 from openab_voice.memory.long_term import LongTermMemory, MemoryKind, SaveRefused
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["ACK_SAVED", "RememberIntake", "remembered_text"]

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from openab_voice.bus import EventBus
 from openab_voice.bus.bus import Subscription
 from openab_voice.clock import Clock
-from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.store.transcripts import LineKind, NewLine, TranscriptStore
+from openab_voice.stt.events import TranscriptFinal
 
 __all__ = ["RecorderPlace", "TranscriptRecorder"]
 

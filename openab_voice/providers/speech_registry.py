@@ -1,4 +1,5 @@
-"""Registries, settings and run-time errors of the conversation's providers: STT, TTS and chat.
+"""Registries, settings and run-time errors of the conversation's providers: TTS and chat (STT's are
+in :mod:`openab_voice.stt.base`).
 
 Importing this module imports no optional dependency: configs are plain dataclasses and each
 registry entry names the module that implements it, imported only when that provider is created.
@@ -15,91 +16,24 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from openab_voice.errors import ConfigError, OpenabError
+from openab_voice.errors import OpenabError
 from openab_voice.priority import available_cpus
 from openab_voice.providers.registry import Importer, ProviderRegistry, ProviderSpec
-from openab_voice.providers.speech import ChatModel, SpeechToText, TextToSpeech
+from openab_voice.providers.speech import ChatModel, TextToSpeech
 
 __all__ = [
     "CHAT_SPECS",
-    "STT_SPECS",
     "TTS_SPECS",
     "ChatConfig",
     "ProviderRequestFailed",
     "ProviderRequestRejected",
-    "SttConfig",
     "TtsConfig",
     "chat_registry",
     "request_error",
-    "stt_registry",
     "tts_registry",
 ]
-
-
-ModelName = Literal["tiny.en", "base"]
-FinalMode = Literal["auto", "fast", "padded"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SttConfig:
-    """faster-whisper provider settings.
-
-    Attributes:
-        model: ``"tiny.en"`` (English only, fastest) or ``"base"`` (multilingual).
-        compute_type: CTranslate2 quantization (``"int8"`` on CPU).
-        cpu_threads: CTranslate2 intra-op threads per decode.
-        beam_size: 1 is greedy search (what the latency figures assume).
-        language: language code, or None to detect it per decode (multilingual models only).
-        device: CTranslate2 device (``"cpu"``; ``"cuda"`` where a GPU build is installed).
-        final_mode: ``"auto"`` (fast path, padded fallback when suspicious), ``"fast"`` or ``"padded"``.
-        tail_pad_ms: silence appended to the fast path's encoder input (helps the model end).
-        max_tokens_per_second: token budget per second of audio (speech is ~3-4 tokens/s).
-        token_margin: extra tokens on top of the per-second budget.
-        stage_tokens_per_second: the fast path decodes in stages: first this many tokens per second
-            of audio plus ``stage_margin``, more only when the text has neither ended nor started
-            over by then (0: one stage, the whole budget).
-        stage_margin: extra tokens in a stage (at least 3: a loop shows once 3 tokens are copied).
-        min_tokens_per_second: in ``"auto"``, a guard-cut final below this rate is re-decoded padded.
-        fallback_confidence: in ``"auto"``, a final below this confidence (with speech) is re-decoded.
-        model_path: a local CTranslate2 Whisper directory that overrides ``model``.
-        cache_dir: where the base model is assembled (default ``$XDG_CACHE_HOME/openab-voice``).
-    """
-
-    model: ModelName = "tiny.en"
-    compute_type: str = "int8"
-    cpu_threads: int = 2
-    beam_size: int = 1
-    language: str | None = "en"
-    device: str = "cpu"
-    final_mode: FinalMode = "auto"
-    tail_pad_ms: int = 500
-    max_tokens_per_second: float = 6.0
-    token_margin: int = 6
-    stage_tokens_per_second: float = 3.0
-    stage_margin: int = 5
-    min_tokens_per_second: float = 1.0
-    fallback_confidence: float = 0.5
-    model_path: str | None = None
-    cache_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        def bad(setting: str, why: str) -> ConfigError:
-            return ConfigError(f"stt {setting}: {why}", setting=f"stt_{setting}")
-
-        if self.model not in ("tiny.en", "base"):
-            raise bad("model", "must be 'tiny.en' or 'base'")
-        if self.final_mode not in ("auto", "fast", "padded"):
-            raise bad("final_mode", "must be 'auto', 'fast' or 'padded'")
-        if self.cpu_threads < 0 or self.beam_size < 1:
-            raise bad("cpu_threads", "cpu_threads must be >= 0 and beam_size >= 1")
-        if self.model == "tiny.en" and self.model_path is None and self.language not in (None, "en"):
-            raise bad("language", "tiny.en transcribes English only")
-        if self.max_tokens_per_second <= 0 or self.token_margin < 1 or not 0 <= self.tail_pad_ms <= 5000:
-            raise bad("max_tokens_per_second", "token budget and tail padding must be positive")
-        if self.stage_tokens_per_second < 0 or self.stage_margin < 3:
-            raise bad("stage_tokens_per_second", "must be >= 0, with a stage_margin of at least 3")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,16 +153,6 @@ def request_error(kind: str, provider: str, exc: BaseException) -> OpenabError:
 
 _PKG = "openab_voice.providers"
 
-STT_SPECS: tuple[ProviderSpec, ...] = (
-    ProviderSpec(
-        name="faster-whisper",
-        module=f"{_PKG}.stt_faster_whisper",
-        requires=("faster_whisper", "ctranslate2"),
-        extra="audio",
-        summary="faster-whisper (CTranslate2) with packaged Whisper weights, int8 on CPU",
-    ),
-)
-
 TTS_SPECS: tuple[ProviderSpec, ...] = (
     ProviderSpec(
         name="piper",
@@ -262,11 +186,6 @@ CHAT_SPECS: tuple[ProviderSpec, ...] = (
         summary="OpenAI-compatible streaming chat completions with tool calls",
     ),
 )
-
-
-def stt_registry(importer: Importer = importlib.import_module) -> ProviderRegistry[Any, SpeechToText]:
-    """A fresh registry of the speech-to-text providers (the config type is the STT module's own)."""
-    return ProviderRegistry("stt", STT_SPECS, importer=importer)
 
 
 def tts_registry(importer: Importer = importlib.import_module) -> ProviderRegistry[TtsConfig, TextToSpeech]:

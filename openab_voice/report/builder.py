@@ -19,7 +19,7 @@ from typing import Any
 from openab_voice.actions.events import ActionChanged, PermissionDecided
 from openab_voice.audio.events import EchoGateDecision, SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.discord.wire.events import (
     DaveStateChanged,
     PlaybackFinished,
@@ -31,15 +31,16 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    LatencyMeasured,
     SpeechClaimCut,
     SpeechDropped,
+    TurnAccepted,
+    TurnIgnored,
+)
+from openab_voice.stt.events import (
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptionBacklog,
     TranscriptPartial,
-    TurnAccepted,
-    TurnIgnored,
 )
 
 SPEAKER_KEYS = ("packets", "decoded_ms", "lost", "concealed")

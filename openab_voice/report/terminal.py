@@ -31,10 +31,9 @@ from openab_voice.engine.events import (
     InterruptionDetected,
     SpeechClaimCut,
     SpeechDropped,
-    TranscriptDiscarded,
-    TranscriptFinal,
     TurnIgnored,
 )
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 
 _CUT_SHOWN = 60  # characters of a cut utterance's unheard part shown
 

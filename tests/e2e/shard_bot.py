@@ -32,7 +32,7 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import TranscriptFinal
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.emulator import certs
 from openab_voice.testing.emulator.resolver import EmulatorResolver
 

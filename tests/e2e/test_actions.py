@@ -30,11 +30,11 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.discord.host.control import DiscordControlChannel
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.store.database import open_engine
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.wire import JsonObject
 from openab_voice.testing.harness import BotOnEmulator

@@ -26,16 +26,17 @@ from openab_voice.actions.events import ActionResultPosted
 from openab_voice.actions.intake import ACK_PROPOSED
 from openab_voice.actions.ports import CONFIRM, button_id
 from openab_voice.app import build_action_parts
-from openab_voice.bus.events import AudienceChanged, Event
+from openab_voice.bus.events import AudienceChanged, Event, LatencyMeasured
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.discord.wire.events import PlaybackFinished, PlaybackStarted, ReceiveStatsUpdated
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import BotUtteranceFinished, LatencyMeasured, SpeechDropped, TranscriptFinal
+from openab_voice.engine.events import BotUtteranceFinished, SpeechDropped
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.jobs import JobStatus
 from openab_voice.providers.speech import TextToSpeech
 from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

@@ -23,8 +23,8 @@ from openab_voice.audio.frame import AudioFrame
 from openab_voice.config import load_settings
 from openab_voice.discord.wire.events import VoiceGap, VoiceGapStarted
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import TranscriptFinal
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
+from openab_voice.stt.base import Hypothesis, SttCapabilities
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 from tests.e2e.audio_match import HOP, best_correlation, envelope

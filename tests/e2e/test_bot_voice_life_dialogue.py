@@ -17,8 +17,9 @@ from openab_voice.discord.wire.events import PlaybackFinished, VoiceGap
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import ChatMessage, SpeechToText, TextToSpeech
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech import ChatMessage, TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

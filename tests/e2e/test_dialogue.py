@@ -22,12 +22,13 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    TranscriptFinal,
     TurnIgnored,
 )
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import SpeechToText, TextToSpeech
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import Reply, ScriptedChatModel
 from openab_voice.testing.emulator import EchoPath, EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

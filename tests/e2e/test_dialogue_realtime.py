@@ -11,21 +11,21 @@ from typing import Any
 
 import pytest
 
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    LatencyMeasured,
     ProviderTruncated,
 )
 from openab_voice.engine.realtime import RealtimeEngine, realtime_capabilities
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.providers.realtime_openai import OpenAIRealtime, RealtimeConfig
-from openab_voice.providers.speech import SpeechToText, TextToSpeech
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.emulator import EchoPath, EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
 from openab_voice.testing.realtime import (

@@ -18,7 +18,7 @@ from openab_voice.bus import EventBus
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.memory.meeting import NOT_IN_AUDIENCE, STORAGE_OFF
 from openab_voice.providers.speech import (
     ChatCapabilities,
@@ -28,6 +28,7 @@ from openab_voice.providers.speech import (
     TextDelta,
     ToolSpec,
 )
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.interactions import InteractionReply
 from openab_voice.testing.harness import BotOnEmulator

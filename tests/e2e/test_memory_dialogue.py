@@ -17,11 +17,13 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.memory.intake import ACK_SAVED
-from openab_voice.providers.speech import ChatMessage, SpeechToText, TextToSpeech
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech import ChatMessage, TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

@@ -30,18 +30,14 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import SystemClock
 from openab_voice.engine.conversation import ConversationManager
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    DialogueStateChanged,
-    InterruptionDetected,
-    TranscriptFinal,
-)
+from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged, InterruptionDetected
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.providers.chat_llama import default_model_path
 from openab_voice.providers.chat_openai import OpenAiChat
 from openab_voice.providers.speech import ChatDone, ChatEvent, ChatMessage, TextDelta, ToolSpec
 from openab_voice.providers.speech_registry import ChatConfig, ProviderRequestFailed
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import FakeRoster, FakeSpeechOutput, FakeTextToSpeech
 from openab_voice.tools import ToolRegistry
 

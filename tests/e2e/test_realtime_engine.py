@@ -21,12 +21,11 @@ import pytest
 
 from openab_voice.actions.tools import SessionFacts, register_action_tools
 from openab_voice.audio.frame import AudioFrame, ProcessedFrame
-from openab_voice.bus.events import ErrorRaised
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.clock import FakeClock
 from openab_voice.engine.events import (
     BotUtteranceFinished,
     InterruptionDetected,
-    LatencyMeasured,
     ProviderTruncated,
     TurnAccepted,
     TurnIgnored,

@@ -22,8 +22,9 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import SpeechToText, TextToSpeech
-from openab_voice.providers.speech_registry import SttConfig, TtsConfig, stt_registry, tts_registry
+from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator

@@ -12,7 +12,7 @@ from typing import Any
 from openab_voice.actions.events import ActionChanged, PermissionDecided
 from openab_voice.audio.events import EchoGateDecision, SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.discord.wire.events import (
     DaveStateChanged,
     PlaybackFinished,
@@ -24,16 +24,17 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    LatencyMeasured,
     SpeechDropped,
-    TranscriptDiscarded,
-    TranscriptFinal,
-    TranscriptionBacklog,
-    TranscriptPartial,
     TurnAccepted,
     TurnIgnored,
 )
 from openab_voice.report.builder import ReportBuilder
+from openab_voice.stt.events import (
+    TranscriptDiscarded,
+    TranscriptFinal,
+    TranscriptionBacklog,
+    TranscriptPartial,
+)
 
 T0 = 100.0
 NAMES = {"1001": "alice", "1002": "bob"}

@@ -19,19 +19,18 @@ from openab_voice.clock import FakeClock
 from openab_voice.engine.context import MemoryRecall
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    DialogueStateChanged,
+from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
+from openab_voice.engine.response import ToolPath
+from openab_voice.engine.settings import DialogueSettings
+from openab_voice.engine.state import DialogueState
+from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
     TranscriptSpeculative,
 )
-from openab_voice.engine.recognize import RecognitionEvent
-from openab_voice.engine.response import ToolPath
-from openab_voice.engine.settings import DialogueSettings
-from openab_voice.engine.state import DialogueState
+from openab_voice.stt.recognize import RecognitionEvent
 from openab_voice.testing.dialogue_fakes import (
     FakeChatModel,
     FakeRoster,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from openab_voice.actions.requests import ActionRequest, Outcome
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
+from openab_voice.stt.base import Hypothesis, SttCapabilities
 
 
 class SilentStt:

@@ -44,18 +44,14 @@ from openab_voice.engine.cascade import CascadeEngine, cascade_engine
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding, EngineCapabilities, EngineFactory
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    DialogueStateChanged,
-    TranscriptDiscarded,
-    TurnAccepted,
-)
+from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged, TurnAccepted
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState, DiscardResponse, InterruptResponse, StartResponse
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.providers.speech import ChatMessage
+from openab_voice.stt.events import TranscriptDiscarded
 from openab_voice.testing.dialogue_fakes import ScriptedReply, run_until
 from openab_voice.testing.realtime import Faults, Pacing, ScriptedListener, ScriptedResponder, ToneVoice
 from openab_voice.testing.realtime.session import SessionServices

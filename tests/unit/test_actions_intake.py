@@ -15,8 +15,8 @@ from openab_voice.actions.events import ActionRequestRefused, AgentProcessStarte
 from openab_voice.actions.intake import ACK_PROPOSED, ACK_REFUSED, TaskPhraseIntake
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.clock import SystemClock
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.jobs import JobStatus
+from openab_voice.stt.events import TranscriptFinal
 from tests.fakes.actions import (
     GENERATION,
     GUILD,

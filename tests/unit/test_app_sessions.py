@@ -17,8 +17,8 @@ from openab_voice.clock import FakeClock
 from openab_voice.discord.host.session import VoiceSession
 from openab_voice.discord.wire.receiver import ReceiverSettings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech
 from tests.fakes.sessions import RecordingBroker, SilentStt
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openab_voice.bus.events import ErrorRaised
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.engine.cascade import cascade_engine
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.duplex import DuplexVoiceEngine, EngineBinding
@@ -17,9 +17,7 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
-    LatencyMeasured,
     ToolCallHandled,
-    TranscriptFinal,
     TurnAccepted,
     TurnIgnored,
 )
@@ -27,6 +25,7 @@ from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.errors import ConfigError
 from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from tests.fakes.dialogue_rig import SESSION, Rig
 

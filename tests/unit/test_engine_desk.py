@@ -14,14 +14,9 @@ from openab_voice.actions.intake import TaskPhraseIntake
 from openab_voice.actions.requests import ActionRequest, Outcome
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.engine.desk import Heard, TranscriptDesk
-from openab_voice.engine.events import (
-    TranscriptFinal,
-    TranscriptPartial,
-    TranscriptSpeculative,
-    TurnAccepted,
-    TurnIgnored,
-)
+from openab_voice.engine.events import TurnAccepted, TurnIgnored
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.stt.events import TranscriptFinal, TranscriptPartial, TranscriptSpeculative
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from tests.fakes.dialogue_rig import SESSION, Rig
 

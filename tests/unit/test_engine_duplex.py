@@ -23,7 +23,8 @@ from openab_voice.engine.state import (
     transition,
 )
 from openab_voice.providers.realtime_openai import RealtimeLink
-from openab_voice.providers.speech import ChatCapabilities, SpeechToText, SttCapabilities, TtsCapabilities
+from openab_voice.providers.speech import ChatCapabilities, TtsCapabilities
+from openab_voice.stt.base import SpeechToText, SttCapabilities
 from tests.fakes.dialogue_rig import Rig
 from tests.unit.test_app_sessions import SilentStt, channel, factory
 

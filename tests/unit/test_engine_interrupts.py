@@ -5,14 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from openab_voice.bus.events import ErrorRaised
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.clock import FakeClock
-from openab_voice.engine.events import (
-    DialogueStateChanged,
-    InterruptionDetected,
-    LatencyMeasured,
-    TurnAccepted,
-)
+from openab_voice.engine.events import DialogueStateChanged, InterruptionDetected, TurnAccepted
 from openab_voice.engine.state import DialogueState
 from openab_voice.errors import VoiceError
 from openab_voice.providers.speech import ToolCall, ToolSpec

@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from openab_voice.engine.events import (
-    BotUtteranceFinished,
-    LatencyMeasured,
-    ToolCallHandled,
-    TurnAccepted,
-)
+from openab_voice.bus.events import LatencyMeasured
+from openab_voice.engine.events import BotUtteranceFinished, ToolCallHandled, TurnAccepted
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.providers.speech import ChatMessage, ToolCall

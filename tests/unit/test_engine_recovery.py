@@ -23,7 +23,6 @@ import pytest
 
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
-from openab_voice.engine.events import TranscriptDiscarded
 from openab_voice.engine.state import (
     DialogueInput,
     DialogueState,
@@ -36,6 +35,7 @@ from openab_voice.engine.state import (
     transition,
 )
 from openab_voice.providers.speech import ToolCall
+from openab_voice.stt.events import TranscriptDiscarded
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from openab_voice.tools import default_tools
 from openab_voice.tools.registry import ToolRegistry

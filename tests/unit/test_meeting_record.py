@@ -15,7 +15,7 @@ import pytest
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
 from openab_voice.discord.host.commands import split_message
-from openab_voice.engine.events import BotUtteranceFinished, TranscriptFinal
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.errors import StoreError
 from openab_voice.memory.meeting import MeetingRecords, Refusal, Summary, render_text
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
@@ -29,6 +29,7 @@ from openab_voice.providers.speech import (
 )
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.transcripts import LineKind, NewLine, TranscriptStore
+from openab_voice.stt.events import TranscriptFinal
 
 GUILD = 1_234_567_890_123_456_789
 DAY = 86_400.0

@@ -15,11 +15,11 @@ from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus, Subscription
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
-from openab_voice.engine.events import TranscriptFinal, TranscriptPartial
-from openab_voice.engine.recognize import RecognitionEvent, RecognizeStream
-from openab_voice.engine.redecode_stream import RedecodeRecognizer
-from openab_voice.engine.transcriber import Transcriber
-from openab_voice.engine.utterances import TranscriberSettings
+from openab_voice.stt.events import TranscriptFinal, TranscriptPartial
+from openab_voice.stt.recognize import RecognitionEvent, RecognizeStream
+from openab_voice.stt.redecode_stream import RedecodeRecognizer
+from openab_voice.stt.transcriber import Transcriber
+from openab_voice.stt.utterances import TranscriberSettings
 from tests.unit.test_stt_transcriber import RATE, ScriptedStt, timeline, words_by_length
 
 E = TypeVar("E", bound=Event)

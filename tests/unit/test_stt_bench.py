@@ -8,8 +8,7 @@ import json
 import pytest
 
 from openab_voice.bench.stt import TARGET_FIRST_STABLE_MS, _report, run, word_error_rate
-from openab_voice.bus.events import Event
-from openab_voice.engine.events import LatencyMeasured
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.errors import ProviderUnavailable
 
 

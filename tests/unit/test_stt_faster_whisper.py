@@ -12,23 +12,17 @@ from openab_voice.audio import scenes
 from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bench.stt import CLIPS, word_error_rate
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
+from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.clock import FakeClock
-from openab_voice.engine.events import (
-    LatencyMeasured,
-    TranscriptDiscarded,
-    TranscriptFinal,
-    TranscriptPartial,
-)
-from openab_voice.engine.redecode import RedecodeCore
-from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.utterances import DecodeJob
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.speech import Hypothesis, SpeechToText
-from openab_voice.providers.speech_registry import SttConfig
-from openab_voice.providers.stt_faster_whisper import FasterWhisperStt, create
-from openab_voice.providers.whisper_guards import guard_tokens, loop_cut, stage_tokens, token_budget
-from openab_voice.providers.whisper_models import BASE_PACKAGES, resolve_model_dir
+from openab_voice.stt.base import Hypothesis, SpeechToText, SttConfig
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal, TranscriptPartial
+from openab_voice.stt.faster_whisper import FasterWhisperStt, create
+from openab_voice.stt.redecode import RedecodeCore
+from openab_voice.stt.stability import normalize_words
+from openab_voice.stt.utterances import DecodeJob
+from openab_voice.stt.whisper_guards import guard_tokens, loop_cut, stage_tokens, token_budget
+from openab_voice.stt.whisper_models import BASE_PACKAGES, resolve_model_dir
 
 
 @pytest.fixture(scope="module")

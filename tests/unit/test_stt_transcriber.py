@@ -15,10 +15,11 @@ import pytest
 from openab_voice.audio.events import SpeechEnded
 from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.bus.events import ErrorRaised, Event, LatencyMeasured
 from openab_voice.clock import FakeClock
-from openab_voice.engine.events import (
-    LatencyMeasured,
+from openab_voice.errors import AudioError, ConfigError
+from openab_voice.stt.base import Hypothesis, SttCapabilities
+from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
@@ -26,13 +27,11 @@ from openab_voice.engine.events import (
     TranscriptPartial,
     TranscriptSpeculative,
 )
-from openab_voice.engine.redecode import RedecodeCore
-from openab_voice.engine.redecode_stream import RedecodeRecognizer
-from openab_voice.engine.stability import StabilityFilter, normalize_words
-from openab_voice.engine.transcriber import Transcriber
-from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
-from openab_voice.errors import AudioError, ConfigError
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
+from openab_voice.stt.redecode import RedecodeCore
+from openab_voice.stt.redecode_stream import RedecodeRecognizer
+from openab_voice.stt.stability import StabilityFilter, normalize_words
+from openab_voice.stt.transcriber import Transcriber
+from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
 
 RATE = 16_000
 FRAME = 320  # 20 ms

@@ -24,9 +24,9 @@ from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
 from openab_voice.config import Settings, load_settings
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.engine.events import TranscriptFinal
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech, ScriptedReply, run_until
 from openab_voice.tools import TOOL_BUDGET_EXCEEDED, Confirmation, ToolRisk
 from tests.fakes.sessions import RecordingBroker, SilentStt

@@ -16,8 +16,9 @@ from openab_voice.clock import perf_ns
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.registry import refuse
 from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, chat_registry, stt_registry, tts_registry
+from openab_voice.providers.speech_registry import TtsConfig, chat_registry, tts_registry
 from openab_voice.providers.tts_piper import PiperTts, load_voice
+from openab_voice.stt.base import stt_registry
 
 # 3 to 15 words each, like the segmenter's output.
 SENTENCES = (

@@ -43,9 +43,9 @@ from openab_voice.discord.wire.voice_client import (
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.expiry import SpeechCause
-from openab_voice.engine.transcriber import Transcriber
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recorder import TranscriptRecorder
+from openab_voice.stt.transcriber import Transcriber
 
 log = logging.getLogger(__name__)
 

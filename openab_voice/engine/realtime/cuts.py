@@ -20,8 +20,9 @@ import asyncio
 import contextlib
 import logging
 
+from openab_voice.bus.events import LatencyMeasured
 from openab_voice.engine.duplex import EngineBinding
-from openab_voice.engine.events import LatencyMeasured, ProviderTruncated, SpeechClaimCut
+from openab_voice.engine.events import ProviderTruncated, SpeechClaimCut
 from openab_voice.engine.handle import FRAME_MS, SpeechOutput
 from openab_voice.engine.realtime.provider import ProviderSession
 from openab_voice.engine.realtime.response import ClaimCut, RealtimeResponse

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.bus import EventBus
+from openab_voice.bus.events import LatencyMeasured
 from openab_voice.clock import Clock
 from openab_voice.engine.claims import Contradiction, SpeechClaims
-from openab_voice.engine.events import LatencyMeasured, ToolCallHandled
+from openab_voice.engine.events import ToolCallHandled
 from openab_voice.engine.handle import SpeechHandle, SpeechOutput, frames_for
 from openab_voice.engine.realtime.audio import SpeechAudio
 from openab_voice.engine.response import ToolPath

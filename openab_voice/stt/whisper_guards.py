@@ -2,7 +2,7 @@
 when it starts copying itself, and how much the kept tokens are trusted.
 
 A truncated encoder input makes plain greedy decoding loop (the first copy of the text is almost
-always right, then the model starts over); :mod:`openab_voice.providers.stt_faster_whisper` decodes
+always right, then the model starts over); :mod:`openab_voice.stt.faster_whisper` decodes
 such inputs and keeps only what these functions let through. Pure, apart from reading a CTranslate2
 result's logits and scores in :func:`kept_confidence`.
 """

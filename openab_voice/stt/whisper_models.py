@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from openab_voice.errors import ProviderUnavailable
-from openab_voice.providers.speech_registry import SttConfig
+from openab_voice.stt.base import SttConfig
 
 PackageFinder = Callable[[str], Path | None]
 

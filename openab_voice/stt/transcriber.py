@@ -1,8 +1,8 @@
 """A voice session's transcription: its processed capture through a recognize stream, to the desk.
 
-:class:`Transcriber` opens one :class:`~openab_voice.engine.recognize.RecognizeStream` on its
-:class:`~openab_voice.engine.recognize.Recognizer` (for a batch provider such as faster-whisper,
-:class:`~openab_voice.engine.redecode_stream.RedecodeRecognizer`, which schedules the re-decodes) and
+:class:`Transcriber` opens one :class:`~openab_voice.stt.recognize.RecognizeStream` on its
+:class:`~openab_voice.stt.recognize.Recognizer` (for a batch provider such as faster-whisper,
+:class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer`, which schedules the re-decodes) and
 feeds it the front end's marked capture (:meth:`~openab_voice.audio.frontend.FrontEnd.subscribe_marked`):
 frames, and the speech marks in band with them, in order. A
 :class:`~openab_voice.audio.events.SpeechEnded` that no silent frame follows (Discord stops sending
@@ -27,7 +27,7 @@ from openab_voice.audio.capture_stream import CaptureItem
 from openab_voice.audio.events import CapturePaused, SpeechEnded
 from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus
-from openab_voice.engine.recognize import RecognitionEvent, Recognizer, RecognizeStream
+from openab_voice.stt.recognize import RecognitionEvent, Recognizer, RecognizeStream
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["Transcriber"]

@@ -15,7 +15,7 @@ speech followed), exactly one ``TranscriptFinal`` or ``TranscriptDiscarded`` per
 observations ``LatencyMeasured``, ``TranscriptionBacklog`` and ``ErrorRaised``. A stream never raises
 for a failed decode: it yields the error and the utterance's discard.
 
-Implementations: :class:`~openab_voice.engine.redecode_stream.RedecodeRecognizer` makes any batch
+Implementations: :class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer` makes any batch
 :class:`~openab_voice.providers.speech.SpeechToText` stream by re-decoding (faster-whisper); a
 provider that streams natively (a realtime API's transcription, a streaming model) implements
 :class:`Recognizer` itself.
@@ -27,9 +27,8 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from openab_voice.audio.frame import ProcessedFrame
-from openab_voice.bus.events import ErrorRaised
-from openab_voice.engine.events import (
-    LatencyMeasured,
+from openab_voice.bus.events import ErrorRaised, LatencyMeasured
+from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,

@@ -4,7 +4,7 @@ faster-whisper always pads the encoder input to 30 s, so every decode pays for a
 whatever the audio length. The **fast path** feeds CTranslate2's Whisper encoder only the real
 frames plus ``tail_pad_ms`` of silence and decodes greedily. A truncated encoder input makes plain
 greedy decoding loop (the first copy of the text is almost always right, then the model starts
-over), so the fast path is guarded (:mod:`~openab_voice.providers.whisper_guards`):
+over), so the fast path is guarded (:mod:`~openab_voice.stt.whisper_guards`):
 
 * a token budget bounded by the audio length (``max_tokens_per_second`` x seconds + ``token_margin``);
 * repetition truncation (:func:`guard_tokens`): the output is cut where it starts copying itself;
@@ -47,7 +47,7 @@ decodes mostly). The final errors left are the model's own, made by the padded d
 ("at a unit test" for "add a unit test"; "isn't" for "is in" once alice.wav is framed with
 pre-roll and trailing silence).
 
-Weights never download; :mod:`~openab_voice.providers.whisper_models` finds them in installed
+Weights never download; :mod:`~openab_voice.stt.whisper_models` finds them in installed
 packages.
 """
 
@@ -67,9 +67,8 @@ from faster_whisper import WhisperModel
 from faster_whisper.audio import pad_or_trim
 from faster_whisper.tokenizer import Tokenizer
 
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
-from openab_voice.providers.speech_registry import SttConfig
-from openab_voice.providers.whisper_guards import (
+from openab_voice.stt.base import Hypothesis, SttCapabilities, SttConfig
+from openab_voice.stt.whisper_guards import (
     GuardResult,
     guard_tokens,
     kept_confidence,
@@ -77,7 +76,7 @@ from openab_voice.providers.whisper_guards import (
     stage_tokens,
     token_budget,
 )
-from openab_voice.providers.whisper_models import resolve_model_dir, unavailable
+from openab_voice.stt.whisper_models import resolve_model_dir, unavailable
 
 log = logging.getLogger(__name__)
 

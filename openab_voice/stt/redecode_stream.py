@@ -1,8 +1,8 @@
-"""The re-decode :class:`~openab_voice.engine.recognize.RecognizeStream`: a batch provider made to stream.
+"""The re-decode :class:`~openab_voice.stt.recognize.RecognizeStream`: a batch provider made to stream.
 
 :class:`RedecodeRecognizer` wraps a :class:`~openab_voice.providers.speech.SpeechToText` that decodes
 a whole buffer at a time (faster-whisper); each :class:`RedecodeStream` runs the scheduling core
-(:class:`~openab_voice.engine.redecode.RedecodeCore`: when to decode partials, speculative finals and
+(:class:`~openab_voice.stt.redecode.RedecodeCore`: when to decode partials, speculative finals and
 finals) on asyncio, with the decodes on its own threads below the audio plane's priority (ADR 0006),
 and yields the core's events in order.
 """
@@ -19,11 +19,11 @@ from typing import Any
 from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
-from openab_voice.engine.recognize import RecognitionEvent
-from openab_voice.engine.redecode import RedecodeCore
-from openab_voice.engine.utterances import DecodeJob, TranscriberSettings
 from openab_voice.priority import audio_boost_available, lower_current_thread
-from openab_voice.providers.speech import Hypothesis, SpeechToText
+from openab_voice.stt.base import Hypothesis, SpeechToText
+from openab_voice.stt.recognize import RecognitionEvent
+from openab_voice.stt.redecode import RedecodeCore
+from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["RedecodeRecognizer", "RedecodeStream", "StreamPhase"]
@@ -63,7 +63,7 @@ class RedecodeRecognizer:
 
 
 class RedecodeStream:
-    """One session's re-decode stream (see :class:`~openab_voice.engine.recognize.RecognizeStream`)."""
+    """One session's re-decode stream (see :class:`~openab_voice.stt.recognize.RecognizeStream`)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """What the transcriber keeps per speaker and per utterance, and the decodes it asks for.
 
-Plain data: :class:`~openab_voice.engine.redecode.RedecodeCore` owns the logic that fills and
+Plain data: :class:`~openab_voice.stt.redecode.RedecodeCore` owns the logic that fills and
 schedules it.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from openab_voice.engine.stability import StabilityFilter
 from openab_voice.errors import ConfigError
-from openab_voice.providers.speech import Hypothesis
+from openab_voice.stt.base import Hypothesis
+from openab_voice.stt.stability import StabilityFilter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 """Re-decode recognition: a batch :class:`~openab_voice.providers.speech.SpeechToText` made to stream.
 
-This is the scheduling core behind :class:`~openab_voice.engine.redecode_stream.RedecodeStream`, the
-:class:`~openab_voice.engine.recognize.RecognizeStream` for providers that decode a whole buffer at a
+This is the scheduling core behind :class:`~openab_voice.stt.redecode_stream.RedecodeStream`, the
+:class:`~openab_voice.stt.recognize.RecognizeStream` for providers that decode a whole buffer at a
 time (faster-whisper). It is synchronous: :meth:`RedecodeCore.push`, :meth:`~RedecodeCore.complete`
 and the other inputs return the :class:`DecodeJob` s to start, so tests and benchmarks drive it on
 a fake timeline; its events go to ``emit`` in order.
@@ -19,7 +19,7 @@ until something is stable) the whole utterance so far is decoded again and publi
 (a stable prefix is never retracted). At the end a final decode yields exactly one
 ``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
 a failed decode), so nothing downstream ever sees unusable text
-(:class:`~openab_voice.engine.transcripts.TranscriptReporter`).
+(:class:`~openab_voice.stt.transcripts.TranscriptReporter`).
 
 In a quiet stretch inside an utterance (the VAD still waiting out its minimum silence) the final is
 decoded speculatively: at its first frame when the decoder has nothing else due, where a partial
@@ -45,7 +45,7 @@ counted), finals queue (oldest end of speech first) and are never dropped or cut
 processing fell behind; an utterance ends only where the front end's VAD ended the speech. A
 :class:`~openab_voice.engine.events.TranscriptionBacklog` reports when finals pile up (two or more
 waiting, or partials shed), at most once a second while it lasts, and when it clears
-(:meth:`TranscriptReporter.backlog <openab_voice.engine.transcripts.TranscriptReporter.backlog>`).
+(:meth:`TranscriptReporter.backlog <openab_voice.stt.transcripts.TranscriptReporter.backlog>`).
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ import numpy.typing as npt
 from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
-from openab_voice.engine.stability import StabilityFilter
-from openab_voice.engine.transcripts import TranscriptReporter
-from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
 from openab_voice.errors import AudioError
-from openab_voice.providers.speech import Hypothesis, SttCapabilities
+from openab_voice.stt.base import Hypothesis, SttCapabilities
+from openab_voice.stt.stability import StabilityFilter
+from openab_voice.stt.transcripts import TranscriptReporter
+from openab_voice.stt.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
 
 _END_TOLERANCE_S = 0.025  # frame timestamps vs the VAD's end time: resampler and chunking offsets
 _EMPTY: npt.NDArray[np.int16] = np.zeros(0, dtype=np.int16)

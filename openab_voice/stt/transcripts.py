@@ -4,7 +4,7 @@ the finals waiting for a decode (the backlog reports).
 
 :class:`TranscriptReporter` turns decode results into the transcript events of
 :mod:`openab_voice.engine.events` and hands each to ``emit`` (the recognize stream's output); it
-decides nothing about *when* to decode (that is :class:`~openab_voice.engine.redecode.RedecodeCore`).
+decides nothing about *when* to decode (that is :class:`~openab_voice.stt.redecode.RedecodeCore`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.bus.events import ErrorRaised, Event, LatencyMeasured
 from openab_voice.clock import Clock
-from openab_voice.engine.events import (
-    LatencyMeasured,
+from openab_voice.errors import OpenabError
+from openab_voice.stt.base import Hypothesis
+from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
     TranscriptFinal,
@@ -23,12 +24,10 @@ from openab_voice.engine.events import (
     TranscriptPartial,
     TranscriptSpeculative,
 )
-from openab_voice.engine.stability import normalize_words
-from openab_voice.engine.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
-from openab_voice.errors import OpenabError
-from openab_voice.providers.speech import Hypothesis
+from openab_voice.stt.stability import normalize_words
+from openab_voice.stt.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
 
-log = logging.getLogger("openab_voice.engine.transcriber")
+log = logging.getLogger("openab_voice.stt.transcriber")
 
 _BACKLOG_REPORT_S = 1.0  # a lasting backlog is reported at most this often
 
