@@ -10,8 +10,8 @@ from openab_voice.bus.events import Event, sanitize
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionChanged(Event):
-    """An action's status changed (written to the store first). ``voice_channel_id``: the voice
-    channel it was asked in (the channel's status shows a running task), None when unknown."""
+    """An action's status changed (written to the store first). ``session_id``: the voice session it
+    was asked in (its claims and its channel's status follow it), None when unknown."""
 
     action_id: str
     status: str
@@ -21,7 +21,6 @@ class ActionChanged(Event):
     goal: str = ""
     proposed_by: str = ""
     effect_ceiling: str | None = None
-    voice_channel_id: str | None = None
     stage: str = "actions"
 
     def __post_init__(self) -> None:

@@ -70,6 +70,5 @@ class JobWriter:
                 goal=record.goal,
                 proposed_by=str(record.proposed_by),
                 effect_ceiling=record.effect_ceiling,
-                voice_channel_id=None if record.voice_channel_id is None else str(record.voice_channel_id),
             )
         )

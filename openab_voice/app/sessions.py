@@ -218,7 +218,6 @@ class SessionFactory:
             bus=self._bus,
             clock=self._clock,
             session_id=session_id,
-            channel_id=str(channel.id),
             interval_s=interval_s,
         )
 

@@ -101,7 +101,7 @@ async def test_updates_coalesce_in_virtual_time_and_a_running_task_wins() -> Non
     interval = settings.voice_status_interval_s
     bus = EventBus()
     async with BotOnEmulator(settings, EmulatorConfig(), users={ALICE: "alice"}, clock=clock, bus=bus) as h:
-        session_id, channel_id = h.session.id, str(h.emulator.voice_channel_id)
+        session_id = h.session.id
 
         def state(name: str) -> None:
             bus.publish(
@@ -129,7 +129,7 @@ async def test_updates_coalesce_in_virtual_time_and_a_running_task_wins() -> Non
                 status="running",
                 previous="confirmed",
                 actor="system",
-                voice_channel_id=channel_id,
+                session_id=session_id,
             )
         )
         state("listening")

@@ -22,7 +22,7 @@ from openab_voice.discord.host.voice_status import (
 )
 from openab_voice.engine.events import DialogueStateChanged
 
-SESSION, CHANNEL, INTERVAL = "s1", "42", 5.0
+SESSION, INTERVAL = "s1", 5.0
 
 
 class FakeChannel:
@@ -51,10 +51,10 @@ def dialogue(bus: EventBus, state: str, *, session_id: str = SESSION) -> None:
     bus.publish(DialogueStateChanged(at=0.0, session_id=session_id, previous="", state=state, cause="test"))
 
 
-def action(bus: EventBus, status: str, *, action_id: str = "a1", channel: str | None = CHANNEL) -> None:
+def action(bus: EventBus, status: str, *, action_id: str = "a1", session: str | None = SESSION) -> None:
     bus.publish(
         ActionChanged(
-            at=0.0, action_id=action_id, status=status, previous=None, actor="t", voice_channel_id=channel
+            at=0.0, session_id=session, action_id=action_id, status=status, previous=None, actor="t"
         )
     )
 
@@ -63,9 +63,7 @@ def action(bus: EventBus, status: str, *, action_id: str = "a1", channel: str | 
 def rig() -> tuple[FakeClock, EventBus, FakeChannel, VoiceStatus]:
     clock, bus = FakeClock(), EventBus()
     channel = FakeChannel(clock)
-    status = VoiceStatus(
-        channel, bus=bus, clock=clock, session_id=SESSION, channel_id=CHANNEL, interval_s=INTERVAL
-    )
+    status = VoiceStatus(channel, bus=bus, clock=clock, session_id=SESSION, interval_s=INTERVAL)
     return clock, bus, channel, status
 
 
@@ -128,11 +126,11 @@ async def test_changes_within_the_interval_coalesce_and_the_latest_wins(rig) -> 
     await status.aclose()
 
 
-async def test_a_running_task_of_this_channel_takes_precedence(rig) -> None:
+async def test_a_running_task_of_this_session_takes_precedence(rig) -> None:
     clock, bus, channel, status = rig
     status.start()
     await settle()
-    action(bus, "running", action_id="other", channel="99")  # another channel's task
+    action(bus, "running", action_id="other", session="s2")  # another session's task
     dialogue(bus, "speaking", session_id="another-session")  # another session's state
     clock.advance(INTERVAL)
     await settle()

@@ -83,8 +83,7 @@ class VoiceStatus:
 
     Args:
         send: sets the channel's status (None clears it); raises on failure.
-        session_id: whose ``DialogueStateChanged`` events count.
-        channel_id: whose actions count (``ActionChanged.voice_channel_id``).
+        session_id: whose dialogue states and actions count.
         interval_s: least time between two updates.
     """
 
@@ -95,13 +94,11 @@ class VoiceStatus:
         bus: EventBus,
         clock: Clock,
         session_id: str,
-        channel_id: str,
         interval_s: float,
     ) -> None:
         self._send = send
         self._clock = clock
         self._session_id = session_id
-        self._channel_id = channel_id
         self._interval_s = interval_s
         self._dialogue = "listening"  # joined: the bot hears the channel, dialogue or not
         self._running: set[str] = set()
@@ -146,7 +143,7 @@ class VoiceStatus:
             self._wake.set()
 
     def _on_action(self, event: ActionChanged) -> None:
-        if event.voice_channel_id != self._channel_id:
+        if event.session_id != self._session_id:
             return
         if event.status == JobStatus.RUNNING:
             self._running.add(event.action_id)
@@ -175,7 +172,7 @@ class VoiceStatus:
         except Exception as exc:  # HTTP, network, timeout: the session goes on without its status
             self.failures += 1
             level = logging.DEBUG if self._failing else logging.WARNING  # once per run of failures
-            log.log(level, "voice channel %s status %r not set: %r", self._channel_id, status, exc)
+            log.log(level, "voice channel status %r of session %s not set: %r", status, self._session_id, exc)
             self._failing = True
             return
         self._failing = False
