@@ -74,11 +74,21 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline has passed."""
-        self._now += seconds
+        self.advance_to(self._now + seconds)
+
+    def advance_to(self, when: float) -> None:
+        """Set the time to ``when`` (never backwards) and wake every sleeper due by then."""
+        self._now = max(self._now, when)
         while self._waiters and self._waiters[0][0] <= self._now:
             _, _, fut = heapq.heappop(self._waiters)
             if not fut.done():
                 fut.set_result(None)
+
+    def next_deadline(self) -> float | None:
+        """When the earliest sleeper still waiting wakes (None: nobody sleeps)."""
+        while self._waiters and self._waiters[0][2].done():  # cancelled sleeps
+            heapq.heappop(self._waiters)
+        return self._waiters[0][0] if self._waiters else None
 
 
 async def first_done(clock: Clock, timeout_s: float | None, *futures: asyncio.Future[Any]) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from openab_voice.errors import ConfigError
+from openab_voice.errors import ConfigError, ErrorCode
 from openab_voice.settings.actions import ActionSettings
 from openab_voice.settings.names import ENV_PREFIX, SECRET_ENV, env_name
 from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL, RETIRED_REALTIME_MODELS
@@ -105,7 +105,9 @@ def _read_secret(environ: Mapping[str, str], var: str) -> str | None:
         value = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise ConfigError(
-            f"cannot read {var}_FILE: {exc.strerror}", setting=f"{var}_FILE", code="CONFIG_SECRET_UNREADABLE"
+            f"cannot read {var}_FILE: {exc.strerror}",
+            setting=f"{var}_FILE",
+            code=ErrorCode.CONFIG_SECRET_UNREADABLE,
         ) from None
     if not value:
         raise ConfigError(f"{var}_FILE is empty", setting=f"{var}_FILE")
@@ -200,7 +202,7 @@ def config_warnings(settings: Settings) -> list[ConfigWarning]:
     if model in RETIRED_REALTIME_MODELS:
         found.append(
             ConfigWarning(
-                code="CONFIG_REALTIME_MODEL_RETIRED",
+                code=ErrorCode.CONFIG_REALTIME_MODEL_RETIRED,
                 setting=env_name("openai_realtime_model"),
                 message=(
                     f"{model} is a retired or legacy realtime model (OpenAI deprecations); "

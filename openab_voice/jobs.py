@@ -24,7 +24,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import assert_never
 
-from openab_voice.errors import ActionError
+from openab_voice.errors import ActionError, ErrorCode
 
 
 class JobStatus(StrEnum):
@@ -116,7 +116,7 @@ def transition(status: JobStatus, event: JobEvent) -> JobStatus:
     if target is None:
         raise ActionError(
             f"{event.value} is not allowed in status {status.value}",
-            code="ACTION_ILLEGAL_TRANSITION",
+            code=ErrorCode.ACTION_ILLEGAL_TRANSITION,
             status=status.value,
             event=event.value,
         )

@@ -1,23 +1,11 @@
 """CPU priority of the audio plane and of compute threads: audio keeps real time first (ADR 0006).
 
-The bot's process runs two kinds of work on the same few cores: the audio plane (the receive worker,
-the audio front end, discord.py's player thread), which must keep up with the 20 ms packet clock,
-and compute (speech-to-text decodes, LLM generation, speech synthesis), which can wait a little.
-When the machine is short of CPU, the kernel's scheduler has to know which is which:
-
-* each audio-plane thread raises its own priority by :data:`AUDIO_BOOST` (:func:`boost_audio_thread`),
-  so it also keeps real time against other processes on the machine. That needs ``CAP_SYS_NICE`` (or
-  an ``RLIMIT_NICE`` that allows it); without it the thread stays where it is, once logged;
-* speech synthesis, the bot's next words, raises its thread by :data:`RESPONSE_BOOST`
-  (:func:`boost_response_thread`), less than the audio plane: its first chunk is on the path from the
-  end of someone's question to the bot's first word, and while the bot talks it must stay ahead of
-  playback, so it outranks other processes' work and our own transcription, never the audio plane;
-* the LLM's worker lowers its own priority by :data:`COMPUTE_NICE` (:func:`lower_current_thread`),
-  and so do the speech-to-text decode threads when the audio plane could not be raised
-  (:func:`audio_boost_available`): then that is the only way to keep them below the audio plane.
-
-Threads that native libraries (CTranslate2, llama.cpp, onnxruntime) start from a thread inherit its
-priority. Where the platform has no per-thread priority, nothing changes and the first attempt logs it.
+Audio-plane threads raise their priority by :data:`AUDIO_BOOST` (:func:`boost_audio_thread`; needs
+``CAP_SYS_NICE`` or a permissive ``RLIMIT_NICE``, else logged once); speech synthesis by the smaller
+:data:`RESPONSE_BOOST` (:func:`boost_response_thread`); the LLM worker, and the speech-to-text decode
+threads when the audio plane could not be raised (:func:`audio_boost_available`), lower theirs by
+:data:`COMPUTE_NICE` (:func:`lower_current_thread`). Native libraries' threads inherit the priority
+of the thread that starts them. Rationale: docs/adr/0006-audio-plane-under-cpu-contention.md.
 """
 
 from __future__ import annotations

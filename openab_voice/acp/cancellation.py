@@ -20,6 +20,7 @@ from openab_voice.acp.client import ActionClient
 from openab_voice.acp.types import ExecutionOutcome, TurnRequest
 from openab_voice.acp.verdicts import Verdict, stop_reason, turn_failure
 from openab_voice.clock import Clock, first_done
+from openab_voice.errors import ErrorCode
 
 Emit = Callable[..., None]  # AgentRun._emit: (event, /, **data)
 
@@ -81,7 +82,7 @@ async def stop_turn(
     else:
         emit("cancel_sent", reason=reason)
     timeout = reason == "turn timeout"
-    code = "ACP_TURN_TIMEOUT" if timeout else "ACP_CANCEL_UNCONFIRMED"
+    code = ErrorCode.ACP_TURN_TIMEOUT if timeout else ErrorCode.ACP_CANCEL_UNCONFIRMED
     lead = f"turn timeout after {request.turn_timeout_s:g} s" if timeout else "cancelled by the operator"
     if await first_done(clock, grace, prompt) is None:
         return Verdict(

@@ -1,28 +1,12 @@
 """The turn driver: one fresh agent process, one session, one prompt, one :class:`TurnCompletion`.
 
-Never pooled, resumed or persisted (RFC "fresh ACP connection per action"): a long-lived session
-may carry permission state from before the action was confirmed.
-
-Outcome rules, the heart of it:
-
-- Before the prompt is sent (spawn, ``initialize``, ``session/new``; e.g. real CLIs without
-  credentials answer ``-32000 Authentication required``): ``failed`` with an ``ACP_*`` code; nothing
-  was asked of the agent, so ``prompt_sent`` is False. A cancel in this phase is ``cancelled``.
-- After the prompt is sent: stop reason ``end_turn`` is ``succeeded``; ``refusal``, ``max_tokens``,
-  ``max_turn_requests`` (and a ``cancelled`` nobody asked for) are ``failed``.
-- Our ``session/cancel`` confirmed by stop reason ``cancelled`` within the grace is ``cancelled``
-  (the ACP prompt-turn spec: the original prompt's result is the cancel confirmation).
-- Everything else after the prompt is ``outcome_unknown`` with ``quarantined=True``: turn timeout,
-  EOF, crash, a JSON-RPC error on the prompt, and a cancel not confirmed in time. A cancel answered
-  with ``end_turn`` is also unknown: it may mean the turn finished just before the cancel or that the
-  agent ignores cancels (the TypeScript example agent answers ``end_turn`` when cancelled during a
-  permission request); either way it proves neither that the work completed nor that it stopped.
-
-Whatever happens, :meth:`AgentRun.run` returns only after the agent's process group was killed and
-checked (``quiescent`` is in ``detail``; a group that is not quiescent also sets ``quarantined``).
-
-This module runs the turn; the handshake is :mod:`~openab_voice.acp.handshake`'s, the cancel
-:mod:`~openab_voice.acp.cancellation`'s, and what an ending proves :mod:`~openab_voice.acp.verdicts`'.
+Never pooled, resumed or persisted. Before the prompt is sent a failure is ``failed`` (``prompt_sent``
+False); after it, ``end_turn`` is ``succeeded``, other stop reasons ``failed``, our confirmed cancel
+``cancelled``, and everything else (timeout, EOF, crash, an unconfirmed cancel, ``end_turn`` after a
+cancel) ``outcome_unknown`` with ``quarantined=True``. :meth:`AgentRun.run` returns only after the
+agent's process group was killed and checked. The handshake is :mod:`~openab_voice.acp.handshake`'s,
+the cancel :mod:`~openab_voice.acp.cancellation`'s, what an ending proves :mod:`~openab_voice.acp.verdicts`'.
+The outcome rules in detail: docs/adr/0004-action-plane.md.
 """
 
 from __future__ import annotations
@@ -43,7 +27,7 @@ from openab_voice.acp.spawn import STDERR_LOG, AgentProcess, agent_environment, 
 from openab_voice.acp.types import ExecutionOutcome, PermissionDecision, TurnCompletion, TurnRequest
 from openab_voice.acp.verdicts import Verdict, ended_verdict, startup_failure, stop_reason, turn_failure
 from openab_voice.clock import Clock, bounded, first_done
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 EventHook = Callable[[str, dict[str, object]], None]
 DecisionHook = Callable[[PermissionDecision], None]
@@ -199,7 +183,9 @@ class AgentRun:
             await started.result.stop(0.0, kill_wait_s=self._kill_wait_s)
         if started.cancelled:
             return Verdict(ExecutionOutcome.CANCELLED, None, "cancelled before the agent was started")
-        return Verdict(ExecutionOutcome.FAILED, "ACP_POD_FAILED", "the action pod did not start in time")
+        return Verdict(
+            ExecutionOutcome.FAILED, ErrorCode.ACP_POD_FAILED, "the action pod did not start in time"
+        )
 
     async def _start_agent(self) -> AgentProcess | PodAgent:
         """A fresh agent: a local process (in the sandbox when there is one) or an action pod.
@@ -235,13 +221,13 @@ class AgentRun:
         if opened.timed_out:
             return Verdict(
                 ExecutionOutcome.FAILED,
-                "ACP_STARTUP_TIMEOUT",
+                ErrorCode.ACP_STARTUP_TIMEOUT,
                 f"no session within {request.startup_timeout_s:g} s; the prompt was not sent",
             )
         if opened.error is not None:
             code, what = startup_failure(opened.error)
             offered = self._handshake.auth_methods
-            if code == "ACP_AUTH_REQUIRED" and self._request.auth_method is None and offered:
+            if code == ErrorCode.ACP_AUTH_REQUIRED and self._request.auth_method is None and offered:
                 what += f" (set OPENAB_ACP_AUTH_METHOD to one it offers: {', '.join(offered)})"
             return Verdict(ExecutionOutcome.FAILED, code, f"{what}; the prompt was not sent")
         session_id = str(opened.result)

@@ -16,7 +16,7 @@ from openab_voice.acp.cancellation import Emit
 from openab_voice.acp.client import ActionClient
 from openab_voice.acp.types import TurnRequest
 from openab_voice.acp.verdicts import rpc
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 
 class Handshake:
@@ -52,7 +52,7 @@ class Handshake:
             # ACP initialization: the client should disconnect from a version it does not support.
             raise AcpError(
                 f"agent speaks ACP version {init.protocol_version}, we speak {PROTOCOL_VERSION}",
-                code="ACP_PROTOCOL_VERSION",
+                code=ErrorCode.ACP_PROTOCOL_VERSION,
             )
         agent = init.agent_info.name if init.agent_info is not None else None
         self._emit("initialized", protocol_version=init.protocol_version, agent=agent)
@@ -77,10 +77,12 @@ class Handshake:
             offered = ", ".join(self.auth_methods) or "none"
             raise AcpError(
                 f"the agent does not offer authentication method {method!r} (it offers: {offered})",
-                code="ACP_AUTH_METHOD_UNAVAILABLE",
+                code=ErrorCode.ACP_AUTH_METHOD_UNAVAILABLE,
             )
         try:
             await conn.authenticate(method_id=method)
         except RequestError as exc:
-            raise AcpError(f"authentication {method!r} refused: {rpc(exc)}", code="ACP_AUTH_FAILED") from None
+            raise AcpError(
+                f"authentication {method!r} refused: {rpc(exc)}", code=ErrorCode.ACP_AUTH_FAILED
+            ) from None
         self._emit("authenticated", method=method)

@@ -23,7 +23,7 @@ from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from openab_voice.acp.pod import PodPhase, PodState
 from openab_voice.clock import Clock, bounded
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ _STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 def _missing() -> AcpError:
     return AcpError(
         "OPENAB_ACP_SANDBOX=pod needs the Kubernetes client: pip install 'openab-voice[kubernetes]'",
-        code="ACP_POD_UNAVAILABLE",
+        code=ErrorCode.ACP_POD_UNAVAILABLE,
     )
 
 
@@ -165,12 +165,14 @@ class KubernetesPodApi:
                     config_file=env.get("KUBECONFIG"), client_configuration=configuration
                 )
         except Exception as exc:
-            raise AcpError(f"no Kubernetes credentials: {exc}"[:300], code="ACP_POD_UNAVAILABLE") from None
+            raise AcpError(
+                f"no Kubernetes credentials: {exc}"[:300], code=ErrorCode.ACP_POD_UNAVAILABLE
+            ) from None
         namespace = namespace or default_namespace()
         if namespace is None:
             raise AcpError(
                 "set OPENAB_ACTION_POD_NAMESPACE (not running in a pod, so there is no namespace to default to)",
-                code="ACP_POD_UNAVAILABLE",
+                code=ErrorCode.ACP_POD_UNAVAILABLE,
             )
         return cls(
             namespace,
@@ -189,7 +191,9 @@ class KubernetesPodApi:
                     self.namespace, cast(Any, manifest)
                 )
         except Exception as exc:
-            raise AcpError(f"cannot create {kind} {name}: {_api_error(exc)}", code="ACP_POD_FAILED") from None
+            raise AcpError(
+                f"cannot create {kind} {name}: {_api_error(exc)}", code=ErrorCode.ACP_POD_FAILED
+            ) from None
 
     async def delete_pod(self, name: str, *, grace_s: int) -> None:
         await self._delete(self._core.delete_namespaced_pod, name, grace_period_seconds=grace_s)
@@ -203,7 +207,9 @@ class KubernetesPodApi:
         except Exception as exc:
             if getattr(exc, "status", None) == 404:
                 return
-            raise AcpError(f"cannot delete {name}: {_api_error(exc)}", code="ACP_POD_FAILED") from None
+            raise AcpError(
+                f"cannot delete {name}: {_api_error(exc)}", code=ErrorCode.ACP_POD_FAILED
+            ) from None
 
     async def pod_state(self, name: str) -> PodState:
         listed = await self._list(name)
@@ -215,7 +221,9 @@ class KubernetesPodApi:
                 self.namespace, field_selector=f"metadata.name={name}"
             )
         except Exception as exc:
-            raise AcpError(f"cannot read pod {name}: {_api_error(exc)}", code="ACP_POD_FAILED") from None
+            raise AcpError(
+                f"cannot read pod {name}: {_api_error(exc)}", code=ErrorCode.ACP_POD_FAILED
+            ) from None
 
     async def wait_pod(self, name: str, *, until: frozenset[PodPhase], timeout_s: float) -> PodState:
         """List, then watch from the list's resource version: no change falls between the two."""
@@ -268,7 +276,9 @@ class KubernetesPodApi:
             )
             ws = await connecting
         except Exception as exc:
-            raise AcpError(f"cannot attach to {name}: {_api_error(exc)}", code="ACP_POD_FAILED") from None
+            raise AcpError(
+                f"cannot attach to {name}: {_api_error(exc)}", code=ErrorCode.ACP_POD_FAILED
+            ) from None
         return AttachStream(ws, stderr_log=stderr_log)
 
     async def aclose(self) -> None:

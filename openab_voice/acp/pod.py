@@ -1,23 +1,11 @@
 """One fresh Kubernetes pod per action: what it holds, how the dispatcher talks to it, and its end.
 
-The RFC's "fresh, ephemeral ACP executor" at cluster scale (docs/adr/0016). The dispatcher
-(``openab-voice executor`` with ``OPENAB_ACP_SANDBOX=pod``) claims jobs from PostgreSQL and never runs
-agent code itself: for each action it creates
-
-- a PersistentVolumeClaim ``openab-ws-<id>``, the action's workspace, mounted only into its pod (one
-  running action per workspace; a quarantined claim outlives the pod for the operator to inspect);
-- a pod ``openab-action-<id>`` that holds only the agent command (the image), the agent's own
-  credentials (``envFrom`` its secret) and the workspace: no service-account token, no database URL,
-  no Discord or provider secret; non-root, read-only root, every capability dropped, RuntimeDefault
-  seccomp, CPU and memory limits, ``activeDeadlineSeconds``; its NetworkPolicy (``k8s/``) allows DNS
-  and the agent's API only.
-
-The dispatcher speaks ACP with the agent over the pod's ``attach`` stream through the API server
-(``stdin``/``stdout`` of the agent's container; ``stdinOnce`` closes the agent's stdin when we
-detach). Deleting the pod is the kill boundary: a pod object is gone from the API only once the
-kubelet has stopped its containers, so "deleted and gone" is this path's "process group quiescent".
-Every outcome rule of the local path holds unchanged (``acp/driver.py``): a pod lost after the prompt
-(deleted from outside, evicted, past its deadline) is an EOF, hence ``outcome_unknown`` + quarantine.
+The dispatcher (``openab-voice executor`` with ``OPENAB_ACP_SANDBOX=pod``) never runs agent code: per
+action it creates a PersistentVolumeClaim ``openab-ws-<id>`` (the workspace; a quarantined one
+outlives the pod) and a locked-down pod ``openab-action-<id>`` holding only the agent image, its own
+credentials and the workspace. ACP runs over the pod's ``attach`` stream; deleting the pod is the kill
+boundary ("deleted and gone" is "process group quiescent"). The local path's outcome rules hold
+unchanged (``acp/driver.py``). What the pod holds and why: docs/adr/0016-action-pods.md.
 """
 
 from __future__ import annotations
@@ -36,7 +24,9 @@ from typing import Any, Protocol
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from openab_voice.clock import Clock, bounded
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
+from openab_voice.settings.actions import ActionSettings
+from openab_voice.settings.defaults import default_of
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +49,13 @@ class PodSettings:
 
     namespace: str
     image: str
-    agent_secret: str = "openab-agent"
-    service_account: str = "openab-voice-action"
-    cpu: str = "1"
-    memory: str = "2Gi"
-    workspace_size: str = "1Gi"
+    agent_secret: str = default_of(ActionSettings, "action_pod_agent_secret")
+    service_account: str = default_of(ActionSettings, "action_pod_service_account")
+    cpu: str = default_of(ActionSettings, "action_pod_cpu")
+    memory: str = default_of(ActionSettings, "action_pod_memory")
+    workspace_size: str = default_of(ActionSettings, "action_pod_workspace_size")
     storage_class: str | None = None
-    start_timeout_s: float = 120.0
+    start_timeout_s: float = default_of(ActionSettings, "action_pod_start_timeout_s")
     # activeDeadlineSeconds: the cluster ends the pod even if the dispatcher is gone.
     deadline_s: int = 3600
 
@@ -82,7 +72,7 @@ def _object_name(prefix: str, action_id: str) -> str:
     name = prefix + action_id.lower()
     if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
         raise AcpError(
-            f"action id {action_id!r} cannot name a Kubernetes object", code="ACP_WORKSPACE_INVALID"
+            f"action id {action_id!r} cannot name a Kubernetes object", code=ErrorCode.ACP_WORKSPACE_INVALID
         )
     return name
 
@@ -412,7 +402,8 @@ class PodLauncher:
                 what = f"{state.phase.value} {state.reason}".strip()
                 waited = self._clock.monotonic() - created
                 raise AcpError(
-                    f"action pod {name} did not run ({what} after {waited:.1f} s)", code="ACP_POD_FAILED"
+                    f"action pod {name} did not run ({what} after {waited:.1f} s)",
+                    code=ErrorCode.ACP_POD_FAILED,
                 )
             bridge = _Bridge(await self.api.attach(name, AGENT_CONTAINER, stderr_log=stderr_log))
             await bridge.open()

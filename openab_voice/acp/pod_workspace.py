@@ -19,7 +19,7 @@ from openab_voice.acp.pod import WORKSPACE_MOUNT, PodApi, PodSettings, claim_man
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager, make_action_dir, remove_tree
 from openab_voice.clock import Clock
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 
 class PodWorkspaces:
@@ -89,7 +89,7 @@ class PodWorkspaces:
         if reason is not None:
             raise AcpError(
                 f"workspace of action {workspace.action_id} is quarantined: {reason}",
-                code="ACP_WORKSPACE_QUARANTINED",
+                code=ErrorCode.ACP_WORKSPACE_QUARANTINED,
             )
         await self._api.delete_claim(claim_name(workspace.action_id))
         await asyncio.to_thread(remove_tree, workspace.private.parent)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from openab_voice.acp.containment import Containment
 from openab_voice.acp.types import Workspace
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 from openab_voice.settings.names import SECRET_ENV
 
 # Wall-clock: the probe is a real bubblewrap process, started synchronously at start-up or self-test.
@@ -88,7 +88,7 @@ class Sandbox:
                 raise AcpError(
                     f"the agent needs {path}, which is inside {hidden}, hidden from every agent "
                     "(install the agent outside the data directory)",
-                    code="ACP_SPAWN_FAILED",
+                    code=ErrorCode.ACP_SPAWN_FAILED,
                 )
         for directory in (*self.runtime_dirs, *needed):
             if _under(directory, _TMP) and directory.is_dir():
@@ -137,11 +137,11 @@ def command_paths(command: Sequence[str], path_env: str | None) -> list[Path]:
         if found is None:
             raise AcpError(
                 f"the agent command {program!r} is not on the agent's PATH ({path_env or 'unset'})",
-                code="ACP_SPAWN_FAILED",
+                code=ErrorCode.ACP_SPAWN_FAILED,
             )
         program = found
     elif not os.path.exists(program):
-        raise AcpError(f"the agent command {program} does not exist", code="ACP_SPAWN_FAILED")
+        raise AcpError(f"the agent command {program} does not exist", code=ErrorCode.ACP_SPAWN_FAILED)
     dirs: dict[Path, None] = {}
     for arg in (program, *command[1:]):
         if not (os.path.isabs(arg) and os.path.exists(arg)):
@@ -230,7 +230,7 @@ def build_containment(
     why = probe(bwrap)
     if why is not None:
         if mode == "bwrap":
-            raise AcpError(why, code="ACP_SANDBOX_UNAVAILABLE")
+            raise AcpError(why, code=ErrorCode.ACP_SANDBOX_UNAVAILABLE)
         return Containment.unavailable(why)
     assert bwrap is not None
     hidden = secrets_files(environ, _OUR_SECRET_NAMES) + tuple(Path(os.path.abspath(p)) for p in hidden_files)

@@ -27,7 +27,7 @@ from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from openab_voice.acp.types import Workspace
 from openab_voice.clock import Clock, bounded
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 from openab_voice.settings.names import ENV_PREFIX, SECRET_ENV
 
 log = logging.getLogger(__name__)
@@ -87,23 +87,26 @@ def _credential(name: str, source: str, environ: Mapping[str, str]) -> str:
         path = source[1:]
     else:
         if source in _OUR_SECRETS or source.startswith(ENV_PREFIX):
-            raise AcpError(f"{name}: {source} is one of openab-voice's own", code="ACP_CREDENTIAL_REFUSED")
+            raise AcpError(
+                f"{name}: {source} is one of openab-voice's own", code=ErrorCode.ACP_CREDENTIAL_REFUSED
+            )
         if value := environ.get(source):
             return value
         path = environ.get(f"{source}_FILE", "")
         if not path:
             raise AcpError(
                 f"the agent's {name} comes from {source} (or {source}_FILE), which is not set",
-                code="ACP_CREDENTIAL_MISSING",
+                code=ErrorCode.ACP_CREDENTIAL_MISSING,
             )
     try:
         value = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise AcpError(
-            f"the agent's {name}: cannot read {path}: {exc.strerror}", code="ACP_CREDENTIAL_UNREADABLE"
+            f"the agent's {name}: cannot read {path}: {exc.strerror}",
+            code=ErrorCode.ACP_CREDENTIAL_UNREADABLE,
         ) from None
     if not value:
-        raise AcpError(f"the agent's {name}: {path} is empty", code="ACP_CREDENTIAL_MISSING")
+        raise AcpError(f"the agent's {name}: {path} is empty", code=ErrorCode.ACP_CREDENTIAL_MISSING)
     return value
 
 
@@ -145,13 +148,15 @@ class AgentProcess:
             AcpError: ``ACP_SPAWN_FAILED`` when the program cannot be started.
         """
         if not command:
-            raise AcpError("no agent command configured", code="ACP_SPAWN_FAILED")
+            raise AcpError("no agent command configured", code=ErrorCode.ACP_SPAWN_FAILED)
         # stderr goes straight to a file: the kernel drains it, so the agent can never block on it,
         # and nothing of it (it may echo credentials) reaches our logs or the result text.
         try:
             stderr = os.open(stderr_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:
-            raise AcpError(f"cannot open the agent log: {exc.strerror}", code="ACP_SPAWN_FAILED") from None
+            raise AcpError(
+                f"cannot open the agent log: {exc.strerror}", code=ErrorCode.ACP_SPAWN_FAILED
+            ) from None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *command,
@@ -165,7 +170,7 @@ class AgentProcess:
             )
         except OSError as exc:
             raise AcpError(
-                f"cannot start agent {command[0]!r}: {exc.strerror or exc}", code="ACP_SPAWN_FAILED"
+                f"cannot start agent {command[0]!r}: {exc.strerror or exc}", code=ErrorCode.ACP_SPAWN_FAILED
             ) from None
         finally:
             os.close(stderr)  # the child holds its own copy

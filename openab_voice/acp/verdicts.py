@@ -13,13 +13,13 @@ from acp import RequestError
 from acp.schema import PromptResponse
 
 from openab_voice.acp.types import ExecutionOutcome
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 _FAILED_STOPS = {
-    "refusal": "ACP_REFUSED",
-    "max_tokens": "ACP_MAX_TOKENS",
-    "max_turn_requests": "ACP_MAX_TURN_REQUESTS",
-    "cancelled": "ACP_CANCELLED_BY_AGENT",  # a cancelled turn we never asked for: it ended, unsuccessfully
+    "refusal": ErrorCode.ACP_REFUSED,
+    "max_tokens": ErrorCode.ACP_MAX_TOKENS,
+    "max_turn_requests": ErrorCode.ACP_MAX_TURN_REQUESTS,
+    "cancelled": ErrorCode.ACP_CANCELLED_BY_AGENT,  # a cancelled turn we never asked for: it ended, unsuccessfully
 }
 
 
@@ -39,7 +39,7 @@ def ended_verdict(stop: str) -> Verdict:
         return Verdict(ExecutionOutcome.SUCCEEDED, None, "the agent ended its turn", stop)
     return Verdict(
         ExecutionOutcome.FAILED,
-        _FAILED_STOPS.get(stop, "ACP_PROTOCOL_ERROR"),
+        _FAILED_STOPS.get(stop, ErrorCode.ACP_PROTOCOL_ERROR),
         f"the agent stopped: {stop}",
         stop,
     )
@@ -57,20 +57,20 @@ def startup_failure(error: BaseException) -> tuple[str, str]:
     if isinstance(error, AcpError):
         return error.code, error.message
     if isinstance(error, RequestError):
-        code = "ACP_AUTH_REQUIRED" if error.code == -32000 else "ACP_PROTOCOL_ERROR"
+        code = ErrorCode.ACP_AUTH_REQUIRED if error.code == -32000 else ErrorCode.ACP_PROTOCOL_ERROR
         return code, f"the agent refused to start a session: {rpc(error)}"
     if isinstance(error, ConnectionError):
-        return "ACP_AGENT_EXITED", "the agent exited before a session was created"
-    return "ACP_PROTOCOL_ERROR", f"unusable answer from the agent ({type(error).__name__})"
+        return ErrorCode.ACP_AGENT_EXITED, "the agent exited before a session was created"
+    return ErrorCode.ACP_PROTOCOL_ERROR, f"unusable answer from the agent ({type(error).__name__})"
 
 
 def turn_failure(error: BaseException) -> tuple[str, str]:
     """(code, what happened) for a prompt that failed instead of answering a stop reason."""
     if isinstance(error, RequestError):
-        return "ACP_PROMPT_ERROR", f"the prompt failed: {rpc(error)}"
+        return ErrorCode.ACP_PROMPT_ERROR, f"the prompt failed: {rpc(error)}"
     if isinstance(error, ConnectionError):
-        return "ACP_AGENT_EXITED", "the agent's connection closed (exit or crash)"
-    return "ACP_PROTOCOL_ERROR", f"unusable answer to the prompt ({type(error).__name__})"
+        return ErrorCode.ACP_AGENT_EXITED, "the agent's connection closed (exit or crash)"
+    return ErrorCode.ACP_PROTOCOL_ERROR, f"unusable answer to the prompt ({type(error).__name__})"
 
 
 def rpc(error: RequestError) -> str:

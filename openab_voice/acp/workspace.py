@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from openab_voice.acp.types import Workspace
 from openab_voice.clock import Clock
-from openab_voice.errors import AcpError
+from openab_voice.errors import AcpError, ErrorCode
 
 QUARANTINE_MARKER = "QUARANTINED"
 # Action ids become folder names: refuse anything that could climb out of the root.
@@ -157,7 +157,7 @@ class WorkspaceManager:
         if reason is not None:
             raise AcpError(
                 f"workspace of action {workspace.action_id} is quarantined: {reason}",
-                code="ACP_WORKSPACE_QUARANTINED",
+                code=ErrorCode.ACP_WORKSPACE_QUARANTINED,
             )
         if workspace.repo is not None:
             if workspace.path.exists():
@@ -181,13 +181,13 @@ class WorkspaceManager:
                 env=env,
             )
         except OSError as exc:
-            raise AcpError(f"cannot run git: {exc.strerror}", code="ACP_WORKSPACE_FAILED") from None
+            raise AcpError(f"cannot run git: {exc.strerror}", code=ErrorCode.ACP_WORKSPACE_FAILED) from None
         _, err = await proc.communicate()
         if proc.returncode != 0:
             message = err.decode("utf-8", "replace").strip().splitlines()
             raise AcpError(
                 f"git {args[0]} {args[1] if len(args) > 1 else ''} failed: {message[-1] if message else '?'}",
-                code="ACP_WORKSPACE_FAILED",
+                code=ErrorCode.ACP_WORKSPACE_FAILED,
             )
 
 
@@ -201,14 +201,18 @@ def make_action_dir(root: Path, base: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
         base.mkdir(mode=0o700)
     except FileExistsError:
-        raise AcpError(f"workspace {base.name} already exists", code="ACP_WORKSPACE_EXISTS") from None
+        raise AcpError(f"workspace {base.name} already exists", code=ErrorCode.ACP_WORKSPACE_EXISTS) from None
     except OSError as exc:
-        raise AcpError(f"cannot create workspace: {exc.strerror}", code="ACP_WORKSPACE_FAILED") from None
+        raise AcpError(
+            f"cannot create workspace: {exc.strerror}", code=ErrorCode.ACP_WORKSPACE_FAILED
+        ) from None
 
 
 def _checked(action_id: str) -> str:
     if not _SAFE_ID.fullmatch(action_id) or action_id in {".", ".."}:
-        raise AcpError(f"action id {action_id!r} cannot name a workspace", code="ACP_WORKSPACE_INVALID")
+        raise AcpError(
+            f"action id {action_id!r} cannot name a workspace", code=ErrorCode.ACP_WORKSPACE_INVALID
+        )
     return action_id
 
 

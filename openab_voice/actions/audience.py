@@ -1,22 +1,11 @@
 """Who may hear an action's result read aloud, and what happens when that audience changes.
 
-The voice reads the start of a result (not only its status) only when every listener is trusted: a
-configured trusted listener who can also view the control channel, where the full result is. That
-is decided once, on the audience as the result is delivered (:class:`Audience`: the voice channel's
-members and which of them view the control channel). The detailed line then carries a
-:class:`~openab_voice.engine.expiry.SpeechCause` that holds only while nobody else listens:
-
-* a member who was not in the channel then joins or moves in → withdrawn;
-* a listener loses view of the control channel (an overwrite, a role change) → withdrawn;
-* the bot leaves the channel → withdrawn;
-* a listener leaves, mutes or deafens → still held (nobody new hears it).
-
-Once withdrawn it stays withdrawn (a newcomer who leaves again does not bring the reading back).
-The engine checks the cause before the line starts, before each sentence is synthesized and before
-its first frame, and follows it while it plays (``watch``: every ``AudienceChanged`` of the guild),
-so a join cuts the line within a frame of the engine noticing. The policy then *downgrades*: the
-short status line ("The task is done. The result is in the text channel.") is queued in its place,
-which anyone may hear; the full result was posted in text before any speech and stays there.
+The voice reads the start of a result only when every listener is trusted (a configured trusted
+listener who can view the control channel), decided once on the :class:`Audience` at delivery. The
+line carries a :class:`~openab_voice.engine.expiry.SpeechCause` that is withdrawn, for good, when
+someone new joins, a listener loses view of the control channel, or the bot leaves; leaving, muting
+or deafening keeps it. The engine checks the cause before and while the line plays, and the policy
+then downgrades to the short status line. The rules in detail: docs/adr/0004-action-plane.md.
 """
 
 from __future__ import annotations

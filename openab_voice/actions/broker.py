@@ -6,13 +6,12 @@ control channel. The broker mints the action id, stores the proposal, delivers i
 with Confirm / Reject buttons) and only then lets anything happen. Only the configured operator's
 click confirms; anyone else is refused and audited; a spoken "yes" is just a transcript. The plain
 Confirm grants at most ``workspace_write``; ``workspace_exec`` and ``external`` each need their own
-button, and a click on a button the proposal did not offer is refused. Stale
-voice-session generations, expired proposals and replayed clicks are refused. The same provider call
-id twice is the same action (idempotency key), so a retrying model cannot loop confirmations.
-
-Every status change is a compare-and-set row update in the store, written before its effect.
-The buttons a proposal offers are :mod:`~openab_voice.actions.offers`', the judging of a click (and
-expiry) :mod:`~openab_voice.actions.decisions`'. Execution itself is :class:`~openab_voice.actions.execution.ActionExecutor`'s job.
+button, and a click on a button the proposal did not offer is refused, as are stale voice-session
+generations, expired proposals and replayed clicks. The same provider call id twice is the same
+action (idempotency key), so a retrying model cannot loop confirmations. Every status change is a
+compare-and-set row update, written before its effect. Offers: :mod:`~openab_voice.actions.offers`;
+judging a click (and expiry): :mod:`~openab_voice.actions.decisions`; execution:
+:class:`~openab_voice.actions.execution.ActionExecutor`.
 """
 
 from __future__ import annotations
@@ -25,12 +24,12 @@ from collections.abc import Awaitable, Callable
 from openab_voice.actions.decisions import SYSTEM, Decisions
 from openab_voice.actions.events import ActionRequestRefused
 from openab_voice.actions.offers import offered, proposal_view
-from openab_voice.actions.ports import CancelReply, ControlChannel, DeliveryFailed, VoiceSide
+from openab_voice.actions.ports import CancelReply, ControlChannel, VoiceSide
 from openab_voice.actions.requests import ActionRequest, BrokerSettings, Outcome, repeat_outcome
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
-from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.errors import ActionError, DeliveryFailed, ErrorCode, StaleTransition
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, NewAction
@@ -213,16 +212,16 @@ class ActionBroker:
     async def _refuse_request(self, request: ActionRequest) -> Outcome | None:
         code = None
         if request.speaker_id is None:
-            code, why = "ACTION_UNATTRIBUTED", "no single attributed speaker"
+            code, why = ErrorCode.ACTION_UNATTRIBUTED, "no single attributed speaker"
         elif request.speaker_id != self._settings.operator_user_id:
             # Ambient / non-operator speech is audit data, never an instruction.
-            code, why = "ACTION_NOT_OPERATOR", "only the operator can request actions"
+            code, why = ErrorCode.ACTION_NOT_OPERATOR, "only the operator can request actions"
         elif self._decisions.stale(request.guild_id, request.session_generation, request.voice_session_id):
-            code, why = "ACTION_STALE_SESSION", "the voice session that heard it has ended"
+            code, why = ErrorCode.ACTION_STALE_SESSION, "the voice session that heard it has ended"
         elif not request.goal.strip():
-            code, why = "ACTION_EMPTY_GOAL", "the goal is empty"
+            code, why = ErrorCode.ACTION_EMPTY_GOAL, "the goal is empty"
         elif self._settings.refusal is not None:
-            code, why = "ACTION_CONTAINMENT_UNAVAILABLE", self._settings.refusal
+            code, why = ErrorCode.ACTION_CONTAINMENT_UNAVAILABLE, self._settings.refusal
         if code is None:
             return None
         self._bus.publish(
@@ -269,17 +268,20 @@ class ActionBroker:
         """
         record = await self._jobs.call(self._store.get, action_id)
         if record is None:
-            return Outcome(ok=False, message="no such action", code="ACTION_UNKNOWN")
+            return Outcome(ok=False, message="no such action", code=ErrorCode.ACTION_UNKNOWN)
         if user_id is None or user_id not in (self._settings.operator_user_id, record.proposed_by):
             return await self._decisions.refuse(
-                action_id, user_id or 0, "ACTION_NOT_OPERATOR", "only the operator or the proposer can cancel"
+                action_id,
+                user_id or 0,
+                ErrorCode.ACTION_NOT_OPERATOR,
+                "only the operator or the proposer can cancel",
             )
         for _ in range(_CANCEL_ATTEMPTS):
             if record.status.terminal:
                 return Outcome(
                     ok=False,
                     message=f"it already {record.status}",
-                    code="ACTION_ALREADY_DECIDED",
+                    code=ErrorCode.ACTION_ALREADY_DECIDED,
                     action=record,
                 )
             reply = self._on_cancel(action_id)
@@ -289,7 +291,7 @@ class ActionBroker:
                 return Outcome(
                     ok=False,
                     message="the agent had already finished; its result follows",
-                    code="ACTION_FINISHING",
+                    code=ErrorCode.ACTION_FINISHING,
                     action=record,
                 )
             if record.status is JobStatus.RUNNING:
@@ -305,7 +307,7 @@ class ActionBroker:
                     return Outcome(
                         ok=False,
                         message="it is running in another worker",
-                        code="ACTION_NOT_HERE",
+                        code=ErrorCode.ACTION_NOT_HERE,
                         action=record,
                     )
                 record = current  # it moved on meanwhile (finished, or settled here): decide again
@@ -321,7 +323,7 @@ class ActionBroker:
             await self._decisions.close(cancelled, f"Cancelled by <@{user_id}>.")
             return Outcome(ok=True, message=f"Cancelled `{action_id}`.", action=cancelled)
         raise ActionError(
-            f"action {action_id} kept changing while it was cancelled", code="ACTION_CANCEL_RACE"
+            f"action {action_id} kept changing while it was cancelled", code=ErrorCode.ACTION_CANCEL_RACE
         )
 
     async def reconcile(self, action_id: str, *, user_id: int) -> Outcome:
@@ -329,17 +331,20 @@ class ActionBroker:
         action's own outcome stays what it was (``outcome_unknown`` is history, not a state to fix)."""
         if user_id != self._settings.operator_user_id:
             return await self._decisions.refuse(
-                action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can reconcile a workspace"
+                action_id,
+                user_id,
+                ErrorCode.ACTION_NOT_OPERATOR,
+                "only the operator can reconcile a workspace",
             )
         record = await self._jobs.call(self._store.get, action_id)
         if record is None or record.workspace_id is None:
-            return Outcome(ok=False, message="no workspace for that action", code="ACTION_UNKNOWN")
+            return Outcome(ok=False, message="no workspace for that action", code=ErrorCode.ACTION_UNKNOWN)
         freed = await self._jobs.call(
             self._store.reconcile_workspace, record.workspace_id, actor=str(user_id)
         )
         if not freed:
             return Outcome(
-                ok=False, message="its workspace is not quarantined", code="ACTION_NOT_QUARANTINED"
+                ok=False, message="its workspace is not quarantined", code=ErrorCode.ACTION_NOT_QUARANTINED
             )
         self._on_reconcile(action_id)
         return Outcome(

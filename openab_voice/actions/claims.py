@@ -1,24 +1,12 @@
 """What the model says about an action, held against what the store says.
 
-A realtime model speaks for itself, and RFC decision 6 forbids exactly one thing of it: native
-dialogue audio "cannot announce approval or claim an action result". The model does not know when
-the operator clicks or the agent finishes, and a small one will happily say "Done!" right after
-proposing a task. So every sentence of its audio transcript goes through :class:`ActionClaims`
-before its audio plays: a sentence that claims an action status (waiting for confirmation,
-approved, running, done, failed, cancelled, rejected) is compared with the statuses of this voice
-session's actions as the store last published them (``ActionChanged``, written first). A claim no
-action of the session bears out is a :class:`~openab_voice.engine.claims.Contradiction`: the engine
-cuts it before it is heard, reports it, and the canonical line for the true status is said instead
-(exactly, by the status voice).
-
-The grammar is deliberately narrow: a status word tied to a task-like subject ("the task", "your
-request", "it") or the first person doing the work ("I've created ..."). Talk that merely mentions
-tasks ("could you start a task?") claims nothing, and a vague claim that names no task ("it was
-finished in 1889", a bare "Done!") counts only where the session has an action for "it" to be. A
-negated claim ("it is not done yet") counts as
-the opposite claim only where that is itself a status (not approved: still waiting; not done: still
-unfinished). Ambiguous references ("it's done" with two actions in the session) are read in the
-model's favour: the claim stands when *some* action of the session is in a status it describes.
+A realtime model may not announce approval or claim an action result (RFC decision 6). Every
+sentence of its transcript goes through :class:`ActionClaims` before its audio plays: a claimed
+status (waiting, approved, running, done, failed, cancelled, rejected) that no action of this voice
+session bears out, as the store last published it, is a
+:class:`~openab_voice.engine.claims.Contradiction`: cut, reported, and replaced by the canonical line.
+The grammar is deliberately narrow and reads ambiguity in the model's favour; its rules:
+docs/adr/0004-action-plane.md.
 """
 
 from __future__ import annotations

@@ -14,19 +14,12 @@ from collections.abc import Callable
 
 from openab_voice.actions.events import ConfirmationRefused
 from openab_voice.actions.offers import not_offered, offered
-from openab_voice.actions.ports import (
-    CONFIRM,
-    CONFIRM_EXEC,
-    CONFIRM_EXTERNAL,
-    ControlChannel,
-    DeliveryFailed,
-    VoiceSide,
-)
+from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, ControlChannel, VoiceSide
 from openab_voice.actions.requests import BrokerSettings, Outcome, granted_ceiling
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
-from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.errors import ActionError, DeliveryFailed, ErrorCode, StaleTransition
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent, JobStatus
 from openab_voice.store.records import ActionRecord
 
@@ -72,30 +65,46 @@ class Decisions:
         """A Confirm / Reject button click in the control channel."""
         record = await self._jobs.call(self._store.get, action_id)
         if record is None:
-            return await self.refuse(action_id, user_id, "ACTION_UNKNOWN", "no such action")
+            return await self.refuse(action_id, user_id, ErrorCode.ACTION_UNKNOWN, "no such action")
         if user_id != self._settings.operator_user_id:
             return await self.refuse(
-                action_id, user_id, "ACTION_NOT_OPERATOR", "only the operator can confirm or reject actions"
+                action_id,
+                user_id,
+                ErrorCode.ACTION_NOT_OPERATOR,
+                "only the operator can confirm or reject actions",
             )
         if message_id is not None and record.proposal_message_id not in (None, message_id):
-            return await self.refuse(action_id, user_id, "ACTION_WRONG_MESSAGE", "not this action's proposal")
+            return await self.refuse(
+                action_id, user_id, ErrorCode.ACTION_WRONG_MESSAGE, "not this action's proposal"
+            )
         if record.status is JobStatus.PROPOSED:
             # Clicked between the post and the pin: delivery (posted AND pinned) is not settled yet,
             # and a proposal whose pin fails is withdrawn, so nothing may be decided on it now.
             return await self.refuse(
-                action_id, user_id, "ACTION_NOT_DELIVERED", "the proposal is still being posted; click again"
+                action_id,
+                user_id,
+                ErrorCode.ACTION_NOT_DELIVERED,
+                "the proposal is still being posted; click again",
             )
         if record.status not in AWAITING_CONFIRMATION:
             return await self.refuse(
-                action_id, user_id, "ACTION_ALREADY_DECIDED", f"this action is already {record.status}"
+                action_id,
+                user_id,
+                ErrorCode.ACTION_ALREADY_DECIDED,
+                f"this action is already {record.status}",
             )
         if self._clock.wall() >= record.expires_at:
             await self.expire(record, "confirmation arrived after expiry")
-            return await self.refuse(action_id, user_id, "ACTION_EXPIRED", "this proposal has expired")
+            return await self.refuse(
+                action_id, user_id, ErrorCode.ACTION_EXPIRED, "this proposal has expired"
+            )
         if self.stale(record.guild_id, record.session_generation, record.voice_session_id):
             await self.expire(record, "the voice session that proposed it has ended")
             return await self.refuse(
-                action_id, user_id, "ACTION_STALE_SESSION", "the voice session that proposed it has ended"
+                action_id,
+                user_id,
+                ErrorCode.ACTION_STALE_SESSION,
+                "the voice session that proposed it has ended",
             )
         if decision not in offered(self._settings, record):
             # The ceiling is what the proposal offered: a click on any other button (crafted, or on
@@ -112,7 +121,7 @@ class Decisions:
             # Only the operator's own button grants commands, and only inside an active sandbox.
             refusal = self._settings.exec_refusal()
             if refusal is not None:
-                return await self.refuse(record.id, user_id, "ACTION_EXEC_UNAVAILABLE", refusal)
+                return await self.refuse(record.id, user_id, ErrorCode.ACTION_EXEC_UNAVAILABLE, refusal)
         ceiling = granted_ceiling(decision, record.effect_hint)
         try:
             confirmed = await self._jobs.apply(
@@ -124,7 +133,9 @@ class Decisions:
                 effect_ceiling=ceiling.value,
             )
         except StaleTransition:
-            return await self.refuse(record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently")
+            return await self.refuse(
+                record.id, user_id, ErrorCode.ACTION_ALREADY_DECIDED, "decided concurrently"
+            )
         # Launched before the message edit awaits: from the stored confirmation on, the executor holds
         # the action, so a cancel arriving during the edit reaches it.
         self._on_confirmed(confirmed, clicked_at)
@@ -135,7 +146,9 @@ class Decisions:
         try:
             rejected = await self._jobs.apply(record, JobEvent.REJECT, str(user_id), "operator rejected")
         except StaleTransition:
-            return await self.refuse(record.id, user_id, "ACTION_ALREADY_DECIDED", "decided concurrently")
+            return await self.refuse(
+                record.id, user_id, ErrorCode.ACTION_ALREADY_DECIDED, "decided concurrently"
+            )
         await self.close(rejected, f"Rejected by <@{user_id}>.")
         return Outcome(ok=True, message=f"Rejected `{record.id}`.", action=rejected)
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnCompletion
 from openab_voice.actions.audience import AudienceGuard
 from openab_voice.actions.events import ActionResultPosted
-from openab_voice.actions.ports import ControlChannel, DeliveryFailed, VoiceSide
+from openab_voice.actions.ports import ControlChannel, VoiceSide
 from openab_voice.actions.results import refusals, result_text, spoken_status
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
+from openab_voice.errors import DeliveryFailed
 from openab_voice.store.records import ActionRecord
 
 

@@ -1,17 +1,12 @@
 """ActionExecutor: runs a confirmed action in a fresh ACP agent and delivers its result, text first.
 
-Order, each step written to the store before its effect:
-
-1. prepare the workspace and take it (one running action per workspace; busy → ``failed``);
-2. ``confirmed → running`` (write-ahead), then spawn a fresh agent process for this action only;
-   a cancel accepted at any point before the spawn ends the action ``cancelled`` with nothing run
-   (the launch is registered before the first await, so there is no window in which a cancel finds
-   nothing to cancel);
-3. the turn driver's :class:`~openab_voice.acp.types.TurnCompletion` decides the final status
-   (``outcome_unknown`` quarantines the workspace until an operator reconciles it);
-4. the full result is posted to the control text channel, and the delivery outcome recorded;
-5. only when the text was delivered, the voice says the status.
-
+Order, each step written to the store before its effect: (1) prepare and take the workspace (one
+running action per workspace; busy → ``failed``); (2) ``confirmed → running``, then spawn a fresh
+agent for this action only (a cancel accepted before the spawn ends it ``cancelled`` with nothing
+run; the launch is registered before the first await, so a cancel always finds it); (3) the turn
+driver's :class:`~openab_voice.acp.types.TurnCompletion` decides the final status
+(``outcome_unknown`` quarantines the workspace until an operator reconciles it); (4) the full result
+is posted to the control channel and the delivery recorded; (5) only then the voice says the status.
 This module owns the order and the cancels; steps 3 to 5 are :mod:`~openab_voice.actions.settlement`'s,
 and how an agent is started and heard :mod:`~openab_voice.actions.agents`'.
 """
@@ -34,8 +29,9 @@ from openab_voice.actions.settlement import Launch, Settlement
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, bounded
-from openab_voice.errors import OpenabError, StaleTransition
+from openab_voice.errors import ErrorCode, OpenabError, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord
 
@@ -91,7 +87,7 @@ class ActionExecutor:
         )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._launches: dict[str, Launch] = {}
-        self._closed = False
+        self._life = Lifecycle("action runner", started=True)
 
     @property
     def running(self) -> list[str]:
@@ -104,11 +100,11 @@ class ActionExecutor:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._life.closed
 
     def launch(self, record: ActionRecord, confirmed_at: float) -> None:
         """Start a confirmed action (called by the broker right after the confirm was stored)."""
-        if self._closed or record.id in self._launches:
+        if self._life.closed or record.id in self._launches:
             return
         launch = Launch()
         # Registered before the task runs at all: from here on a cancel finds this action.
@@ -184,12 +180,14 @@ class ActionExecutor:
     async def aclose(self) -> None:
         """Stop every running agent. Their jobs stay ``running`` only if the store write fails; the next
         start-up reconciles those to ``outcome_unknown``."""
-        self._closed = True
+        first = self._life.begin_close()  # a second call still waits for every action to settle
         for launch in list(self._launches.values()):
             launch.cancel_requested = True
             if launch.run is not None:
                 await launch.run.cancel()
         await self.wait_idle()
+        if first:
+            self._life.finish_close()
 
     # --- one action --------------------------------------------------------------------------------
 
@@ -206,12 +204,12 @@ class ActionExecutor:
         ceiling = EffectCeiling(record.effect_ceiling or record.effect_hint)
         refusal = self._agent.containment.refusal
         if refusal is not None:
-            await self._settlement.finish_unstarted(record, "ACP_CONTAINMENT_UNAVAILABLE", refusal)
+            await self._settlement.finish_unstarted(record, ErrorCode.ACP_CONTAINMENT_UNAVAILABLE, refusal)
             return
         if ceiling is EffectCeiling.WORKSPACE_EXEC and not self._agent.containment.contained:
             # Never silently widened or narrowed: the operator granted commands inside a sandbox.
             why = "workspace_exec needs the agent sandbox (bubblewrap or an action pod), which is not active here"
-            await self._settlement.finish_unstarted(record, "ACP_SANDBOX_UNAVAILABLE", why)
+            await self._settlement.finish_unstarted(record, ErrorCode.ACP_SANDBOX_UNAVAILABLE, why)
             return
         try:
             workspace = await self._workspaces.prepare(record.id)
@@ -224,18 +222,18 @@ class ActionExecutor:
         if not taken:
             await self._workspaces.cleanup(workspace)  # this action's fresh tree, never used
             await self._settlement.finish_unstarted(
-                record, "ACP_WORKSPACE_BUSY", "another action holds this workspace"
+                record, ErrorCode.ACP_WORKSPACE_BUSY, "another action holds this workspace"
             )
             return
         launch.workspace = workspace
-        if self._closed or launch.cancel_requested:
+        if self._life.closed or launch.cancel_requested:
             await self._jobs.call(self._store.release_workspace, workspace.id, action_id=record.id)
             await self._workspaces.cleanup(workspace)
             if launch.cancel_requested:
                 await self._settlement.cancel_unstarted(record)
             else:
                 await self._settlement.finish_unstarted(
-                    record, "ACTION_SHUTDOWN", "the bot shut down before it started"
+                    record, ErrorCode.ACTION_SHUTDOWN, "the bot shut down before it started"
                 )
             return
         try:
@@ -274,7 +272,7 @@ class ActionExecutor:
                 execution=ExecutionOutcome.OUTCOME_UNKNOWN,
                 stop_reason=None,
                 output="",
-                error_code="ACP_DRIVER_ERROR",
+                error_code=ErrorCode.ACP_DRIVER_ERROR,
                 detail=f"{type(exc).__name__}: {exc}"[:300],
                 prompt_sent=True,
                 permission_decisions=(),

@@ -21,6 +21,7 @@ from openab_voice.actions.speech import ActionStatusView, status_line, while_sta
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.errors import ErrorCode
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.tasks import TaskOwner
@@ -28,9 +29,9 @@ from openab_voice.tasks import TaskOwner
 log = logging.getLogger(__name__)
 
 ACK_PROPOSED = status_line(JobStatus.PROPOSED)
-ACK_REFUSED = {
-    "ACTION_NOT_OPERATOR": "Only the operator can ask me for tasks.",
-    "ACTION_DELIVERY_FAILED": "I could not post the task to the text channel, so it will not run.",
+ACK_REFUSED: dict[str, str] = {
+    ErrorCode.ACTION_NOT_OPERATOR: "Only the operator can ask me for tasks.",
+    ErrorCode.ACTION_DELIVERY_FAILED: "I could not post the task to the text channel, so it will not run.",
 }
 
 

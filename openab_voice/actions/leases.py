@@ -24,6 +24,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from openab_voice.actions.writer import JobWriter
+from openab_voice.settings.actions import ActionSettings
+from openab_voice.settings.defaults import default_of
 from openab_voice.store.records import ActionRecord, WorkerState
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,8 @@ class LeaseSettings:
 
     role: str = LOCAL_ROLE
     node: str = field(default_factory=default_node)
-    lease_s: float = 30.0
-    heartbeat_s: float = 10.0
+    lease_s: float = default_of(ActionSettings, "lease_s")
+    heartbeat_s: float = default_of(ActionSettings, "heartbeat_s")
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_s * 2 <= self.lease_s:

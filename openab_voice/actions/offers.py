@@ -10,6 +10,7 @@ from __future__ import annotations
 from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import CONFIRM_EXEC, CONFIRM_EXTERNAL, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings, plain_ceiling
+from openab_voice.errors import ErrorCode
 from openab_voice.store.records import ActionRecord
 
 
@@ -28,8 +29,8 @@ def not_offered(settings: BrokerSettings, decision: str) -> tuple[str, str]:
     """(code, why) refusing a click on a button the proposal did not offer."""
     refusal = settings.exec_refusal()
     if decision == CONFIRM_EXEC and refusal is not None:
-        return "ACTION_EXEC_UNAVAILABLE", refusal  # the proposal said why (ADR 0007)
-    return "ACTION_DECISION_NOT_OFFERED", f"this proposal did not offer the {decision} button"
+        return ErrorCode.ACTION_EXEC_UNAVAILABLE, refusal  # the proposal said why (ADR 0007)
+    return ErrorCode.ACTION_DECISION_NOT_OFFERED, f"this proposal did not offer the {decision} button"
 
 
 def proposal_view(

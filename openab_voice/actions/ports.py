@@ -14,7 +14,6 @@ from typing import Protocol
 
 from openab_voice.acp.types import TurnCompletion
 from openab_voice.engine.expiry import SpeechCause
-from openab_voice.errors import ActionError
 from openab_voice.store.records import ActionRecord
 
 CONFIRM = "confirm"
@@ -46,13 +45,6 @@ class CancelReply(StrEnum):
     ACCEPTED = "accepted"  # it will end cancelled before the spawn, or through the ACP cancel path
     FINISHING = "finishing"  # the agent's turn already ended here; its outcome is being recorded
     NOT_HERE = "not_here"  # this process does not hold the action
-
-
-class DeliveryFailed(ActionError):
-    """A message could not be posted (or pinned) in the control text channel."""
-
-    code = "ACTION_DELIVERY_FAILED"
-    retryable = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 
 from openab_voice.actions.phrases import asks_to_run
 from openab_voice.actions.ports import CONFIRM, CONFIRM_EXEC, CONFIRM_EXTERNAL, REJECT
+from openab_voice.errors import ErrorCode
 from openab_voice.jobs import EffectCeiling, JobStatus
+from openab_voice.settings.actions import ActionSettings
+from openab_voice.settings.defaults import default_of
 from openab_voice.shards import ShardRange
 from openab_voice.store.records import ActionRecord
 
@@ -19,8 +22,8 @@ class BrokerSettings:
     """Policy fixed at start-up."""
 
     operator_user_id: int
-    expiry_s: float = 300.0
-    max_effect: EffectCeiling = EffectCeiling.WORKSPACE_WRITE
+    expiry_s: float = default_of(ActionSettings, "action_expiry_s")
+    max_effect: EffectCeiling = EffectCeiling(default_of(ActionSettings, "action_max_effect"))
     sweep_interval_s: float = 5.0
     # Why the workspace_exec ceiling cannot be granted here (None: the agent sandbox is active).
     exec_unavailable: str | None = "no agent sandbox is configured"
@@ -116,13 +119,16 @@ def repeat_outcome(record: ActionRecord) -> Outcome:
     """The answer to a request whose idempotency key already has an action: its real state."""
     if record.status is JobStatus.DELIVERY_FAILED:
         return Outcome(
-            ok=False, message="the proposal could not be posted", action=record, code="ACTION_DELIVERY_FAILED"
+            ok=False,
+            message="the proposal could not be posted",
+            action=record,
+            code=ErrorCode.ACTION_DELIVERY_FAILED,
         )
     if record.status.terminal:
         return Outcome(
             ok=False,
             message=f"that request already ended: {record.status}",
             action=record,
-            code="ACTION_ALREADY_DECIDED",
+            code=ErrorCode.ACTION_ALREADY_DECIDED,
         )
     return Outcome(ok=True, message=f"already proposed ({record.status})", action=record)

@@ -19,7 +19,7 @@ from openab_voice.acp.types import ExecutionOutcome, TurnCompletion, Workspace
 from openab_voice.acp.workspace import Workspaces
 from openab_voice.actions.ports import ResultSink
 from openab_voice.actions.writer import JobWriter
-from openab_voice.errors import ActionError, OpenabError, StaleTransition
+from openab_voice.errors import ActionError, ErrorCode, OpenabError, StaleTransition
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.records import ActionRecord
 
@@ -150,7 +150,7 @@ class Settlement:
             execution=ExecutionOutcome.OUTCOME_UNKNOWN if sent else ExecutionOutcome.CANCELLED,
             stop_reason=None,
             output="",
-            error_code="ACTION_STOPPED" if sent else None,
+            error_code=ErrorCode.ACTION_STOPPED if sent else None,
             detail=why,
             prompt_sent=sent,
             permission_decisions=(),

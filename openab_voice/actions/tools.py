@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.requests import ActionRequest, Outcome
+from openab_voice.errors import ToolInputError
 from openab_voice.jobs import EffectCeiling
-from openab_voice.providers.speech import ToolSpec
-from openab_voice.tools.registry import ToolContext, ToolInputError, ToolRegistry
+from openab_voice.providers.chat import ToolSpec
+from openab_voice.tools.registry import ToolContext, ToolRegistry
 
 START_AGENT_TASK: Final = "start_agent_task"
 GET_AGENT_TASK: Final = "get_agent_task"

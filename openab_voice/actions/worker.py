@@ -23,6 +23,8 @@ from openab_voice.acp.types import TurnCompletion
 from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseKeeper
 from openab_voice.clock import Clock, bounded
+from openab_voice.settings.actions import ActionSettings
+from openab_voice.settings.defaults import default_of
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.notify import SettledListener
 from openab_voice.store.records import ActionRecord, WorkerState
@@ -46,9 +48,9 @@ class WorkerSettings:
             reaped once its leases expire.
     """
 
-    concurrency: int = 1
-    poll_s: float = 1.0
-    drain_s: float = 20.0
+    concurrency: int = default_of(ActionSettings, "executor_concurrency")
+    poll_s: float = default_of(ActionSettings, "executor_poll_s")
+    drain_s: float = default_of(ActionSettings, "executor_drain_s")
 
 
 class StoredResults:

@@ -21,7 +21,7 @@ from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings, default_node
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
-from openab_voice.errors import AcpError, ConfigError
+from openab_voice.errors import AcpError, ConfigError, ErrorCode
 from openab_voice.jobs import EffectCeiling
 from openab_voice.settings.agent_env import parse_agent_env_entry
 from openab_voice.shards import shard_range
@@ -69,7 +69,7 @@ def build_action_parts(
         raise ConfigError(
             "OPENAB_EXECUTOR=remote needs a PostgreSQL OPENAB_DATABASE_URL shared with the executors",
             setting="OPENAB_EXECUTOR",
-            code="CONFIG_EXECUTOR_NEEDS_POSTGRES",
+            code=ErrorCode.CONFIG_EXECUTOR_NEEDS_POSTGRES,
         )
     upgrade(url)
     if settings.executor == "remote":
@@ -77,17 +77,7 @@ def build_action_parts(
         agent = agent_settings(settings, url=url, environ=environ, containment=Containment.remote())
     else:
         agent = agent_settings(settings, url=url, environ=environ)
-    containment = agent.containment
-    broker = BrokerSettings(
-        operator_user_id=settings.operator_user_id,
-        expiry_s=settings.action_expiry_s,
-        max_effect=EffectCeiling(settings.action_max_effect),
-        exec_unavailable=containment.exec_unavailable,
-        refusal=containment.refusal,
-        containment_notice=containment.notice,
-        containment=containment.describe(),
-        shards=shard_range(settings),
-    )
+    broker = broker_settings(settings, agent.containment)
     return ActionParts(
         # Opened last: nothing above can leave it open.
         store=JobStore(open_engine(url), clock),
@@ -97,6 +87,21 @@ def build_action_parts(
         channel_id=settings.action_channel_id,
         leases=lease_settings(settings, role=LOCAL_ROLE),
         remote_poll_s=settings.executor_poll_s if settings.executor == "remote" else None,
+    )
+
+
+def broker_settings(settings: Settings, containment: Containment) -> BrokerSettings:
+    """The broker's policy (``OPENAB_ACTION_*``, the shards) with what ``containment`` allows."""
+    assert settings.operator_user_id is not None  # Settings validates this when actions are on
+    return BrokerSettings(
+        operator_user_id=settings.operator_user_id,
+        expiry_s=settings.action_expiry_s,
+        max_effect=EffectCeiling(settings.action_max_effect),
+        exec_unavailable=containment.exec_unavailable,
+        refusal=containment.refusal,
+        containment_notice=containment.notice,
+        containment=containment.describe(),
+        shards=shard_range(settings),
     )
 
 

@@ -19,7 +19,7 @@ from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
 from openab_voice.discord.host.bot import BotParts, ShardedVoiceBot, VoiceBot
-from openab_voice.discord.host.commands import build_voice_group
+from openab_voice.discord.host.commands import VoiceCommands
 from openab_voice.discord.host.control import DiscordControlChannel
 from openab_voice.discord.host.service import VoiceService, VoiceSessions
 from openab_voice.discord.wire.roster import AudienceFeed
@@ -117,7 +117,7 @@ class Application:
             chat=self.providers.chat,
             summary_chars=self.settings.transcript_summary_chars,
         )
-        commands = build_voice_group(
+        commands = VoiceCommands(
             voice,
             broker=broker,
             bus=self.bus,

@@ -21,8 +21,9 @@ from openab_voice.engine.settings import (
     negotiate,
 )
 from openab_voice.errors import OpenabError
+from openab_voice.providers.chat import ChatConfig, chat_registry
 from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
-from openab_voice.providers.speech_registry import ChatConfig, TtsConfig, chat_registry, tts_registry
+from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.stt.base import SttConfig, stt_registry
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,8 @@ from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import Settings
 from openab_voice.memory.embedder import load_minilm
 from openab_voice.memory.long_term import Health, LongTermMemory
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.store import StoreSettings
 from openab_voice.store.database import open_engine, resolve_url, upgrade
 from openab_voice.store.memory_rows import MemoryRows
 from openab_voice.store.tool_calls import ToolCallLog
@@ -42,7 +44,7 @@ class RecordParts:
     transcripts: TranscriptStore | None = None
     retention_s: float | None = None
     memory: LongTermMemory | None = None
-    memory_top_k: int = 3
+    memory_top_k: int = default_of(StoreSettings, "memory_top_k")
 
     def close(self) -> None:
         if self.memory is not None:

@@ -41,7 +41,7 @@ from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
-from openab_voice.providers.realtime_openai import DEFAULT_VOICE
+from openab_voice.providers.realtime import DEFAULT_VOICE
 from openab_voice.stt.redecode_stream import RedecodeRecognizer
 from openab_voice.stt.transcriber import Transcriber
 from openab_voice.tools.registry import ToolRegistry, default_tools

@@ -24,7 +24,7 @@ from openab_voice.app.actions import agent_settings, lease_settings, pod_setting
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
-from openab_voice.errors import AcpError, ConfigError
+from openab_voice.errors import AcpError, ConfigError, ErrorCode
 from openab_voice.store.database import ensure_schema, open_engine, resolve_url
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.records import ActionRecord, WorkerState
@@ -42,16 +42,25 @@ def worker_url(settings: Settings) -> str:
         raise ConfigError(
             "openab-voice executor needs OPENAB_DATABASE_URL (PostgreSQL)",
             setting="OPENAB_DATABASE_URL",
-            code="CONFIG_EXECUTOR_NEEDS_POSTGRES",
+            code=ErrorCode.CONFIG_EXECUTOR_NEEDS_POSTGRES,
         )
     url = resolve_url(settings)
     if not url.startswith(("postgresql", "postgres")):
         raise ConfigError(
             "openab-voice executor needs a PostgreSQL OPENAB_DATABASE_URL",
             setting="OPENAB_DATABASE_URL",
-            code="CONFIG_EXECUTOR_NEEDS_POSTGRES",
+            code=ErrorCode.CONFIG_EXECUTOR_NEEDS_POSTGRES,
         )
     return url
+
+
+def worker_settings(settings: Settings) -> WorkerSettings:
+    """How a worker takes jobs (``OPENAB_EXECUTOR_*``)."""
+    return WorkerSettings(
+        concurrency=settings.executor_concurrency,
+        poll_s=settings.executor_poll_s,
+        drain_s=settings.executor_drain_s,
+    )
 
 
 async def run_worker(
@@ -69,7 +78,7 @@ async def run_worker(
         raise ConfigError(
             "openab-voice executor needs OPENAB_ACP_AGENT_COMMAND",
             setting="OPENAB_ACP_AGENT_COMMAND",
-            code="CONFIG_MISSING",
+            code=ErrorCode.CONFIG_MISSING,
         )
     pods = (
         await _pod_launcher(settings, clock=clock, environ=environ) if settings.acp_sandbox == "pod" else None
@@ -107,7 +116,7 @@ async def _run_worker(
         raise ConfigError(
             f"openab-voice executor refuses to start: {agent.containment.refusal}",
             setting="OPENAB_ACP_SANDBOX",
-            code="ACP_CONTAINMENT_UNAVAILABLE",
+            code=ErrorCode.ACP_CONTAINMENT_UNAVAILABLE,
         )
     engine = open_engine(url)
     ensure_schema(engine)
@@ -149,11 +158,7 @@ async def _run_worker(
             store=store,
             executor=executor,
             leases=leases,
-            settings=WorkerSettings(
-                concurrency=settings.executor_concurrency,
-                poll_s=settings.executor_poll_s,
-                drain_s=settings.executor_drain_s,
-            ),
+            settings=worker_settings(settings),
             clock=clock,
         )
         loop = asyncio.get_running_loop()

@@ -27,11 +27,9 @@ from openab_voice.audio.frame import (
 )
 from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.pipeline import SpeakerPipeline
-from openab_voice.audio.resample import APM_FORMAT_MISMATCH
 from openab_voice.audio.settings import FrontEndSettings
 
 __all__ = [
-    "APM_FORMAT_MISMATCH",
     "DISCORD_CHANNELS",
     "DISCORD_FRAME_SAMPLES",
     "DISCORD_RATE",

@@ -20,14 +20,14 @@ from openab_voice.audio.events import AudioProcessingError
 from openab_voice.audio.resample import Samples, check_apm_format
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError
-from openab_voice.providers.base import ApmCapabilities, AudioProcessor
+from openab_voice.errors import ErrorCode, OpenabError
+from openab_voice.providers.apm import ApmCapabilities, AudioProcessor
 
 _RETRY_S = 1.0
 
 
 class ApmStage:
-    """Runs one :class:`~openab_voice.providers.base.AudioProcessor` with recovery.
+    """Runs one :class:`~openab_voice.providers.apm.AudioProcessor` with recovery.
 
     Args:
         factory: builds a fresh processor (the registry's factory bound to the config).
@@ -135,7 +135,7 @@ class ApmStage:
                 failed.close()
         self._retry_at = audio_time
         recovered = self._retry(audio_time) is not None
-        code = exc.code if isinstance(exc, OpenabError) else "AUDIO_APM_RUNTIME_ERROR"
+        code = exc.code if isinstance(exc, OpenabError) else ErrorCode.AUDIO_APM_RUNTIME_ERROR
         self._emit(
             AudioProcessingError(
                 at=self._clock.monotonic(),

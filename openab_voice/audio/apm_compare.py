@@ -26,8 +26,8 @@ from openab_voice.audio import scenes
 from openab_voice.audio.resample import Samples
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.clock import perf_ns
-from openab_voice.errors import OpenabError
-from openab_voice.providers.registry import apm_registry
+from openab_voice.errors import ErrorCode, OpenabError
+from openab_voice.providers.apm import apm_registry
 
 __all__ = [
     "COMPARED_PROVIDERS",
@@ -99,7 +99,10 @@ def _one(
             times.append((perf_ns() - started) / 1000.0)
             out[chunk] = np.frombuffer(cleaned, dtype=np.int16)
     except Exception as exc:  # a provider failing mid-run is reported, not raised: the others still run
-        entry["error"] = {"code": getattr(exc, "code", "AUDIO_APM_RUNTIME_ERROR"), "message": str(exc)[:300]}
+        entry["error"] = {
+            "code": getattr(exc, "code", ErrorCode.AUDIO_APM_RUNTIME_ERROR),
+            "message": str(exc)[:300],
+        }
         return entry
     finally:
         apm.close()

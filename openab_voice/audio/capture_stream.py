@@ -28,6 +28,7 @@ from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
+from openab_voice.lifecycle import Lifecycle
 
 __all__ = ["CaptureDelivery", "CaptureItem", "ProcessedCaptureStream", "SpeechMark", "SpeechSink"]
 
@@ -64,7 +65,7 @@ class ProcessedCaptureStream(Generic[ItemT]):
         self._items: collections.deque[ItemT] = collections.deque()
         self._frames = 0  # frames queued (what maxsize bounds); marks come on top
         self._ready = asyncio.Event()
-        self._closed = False
+        self._life = Lifecycle("capture stream", started=True)
         self._clock = clock
         self._emit = emit
         self._on_close = on_close
@@ -72,7 +73,7 @@ class ProcessedCaptureStream(Generic[ItemT]):
 
     def wants(self, item: CaptureItem) -> bool:
         """Whether this subscription takes ``item``."""
-        if self._closed:
+        if self._life.closed:
             return False
         if isinstance(item, ProcessedFrame):
             return self.speaker_id is None or item.frame.speaker_id == self.speaker_id
@@ -122,9 +123,8 @@ class ProcessedCaptureStream(Generic[ItemT]):
 
     def close(self) -> None:
         """Stop the subscription; iteration ends once queued items are consumed (idempotent)."""
-        if self._closed:
+        if not self._life.close_now():
             return
-        self._closed = True
         self._ready.set()
         self._on_close(self)
 
@@ -133,7 +133,7 @@ class ProcessedCaptureStream(Generic[ItemT]):
 
     async def __anext__(self) -> ItemT:
         while not self._items:
-            if self._closed:
+            if self._life.closed:
                 raise StopAsyncIteration
             self._ready.clear()
             await self._ready.wait()

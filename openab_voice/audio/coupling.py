@@ -1,49 +1,17 @@
 """Echo coupling: does this speaker's microphone pick up the bot at all?
 
-On Discord every speaker arrives as a separate stream, and most clients cancel echo themselves (or the
-person wears headphones): their stream never contains the bot. Feeding such a stream to WebRTC AEC3
-together with the bot's playback does harm: with a loud render and no converged echo path, AEC3's
-suppressor treats the first ~0.7-0.9 s of a person talking over the bot as probable echo and removes
-it (measured through the emulator: barge-in ~1,000 ms with the reference fed, under 100 ms without),
-so interruptions come late and their first words are lost.
+Most Discord clients cancel echo themselves (or the person wears headphones), and feeding such a
+stream to AEC3 with the bot's playback removes the start of speech over the bot. So the render
+reference reaches a speaker's APM only once that speaker's *raw* capture has been seen to follow
+the render: while the bot plays, every ``check_ms`` the last ``window_ms`` of raw capture is
+cross-correlated with the render (lags 0 .. ``max_lag_ms``); ``evidence`` windows at or above
+``hit`` whose lags agree within ``lag_tolerance_ms`` and span at least ``span_ms`` couple the
+speaker for the session. Until then, and for ``converge_ms`` after, onsets may be *suspected*
+(``strong``, ``suspect_ms``) and the echo gate takes them for echo.
 
-So the render reference reaches a speaker's APM only once that speaker's *raw* capture has been seen
-to follow the render. While the bot plays, every ``check_ms`` the last ``window_ms`` of raw capture is
-cross-correlated with the render (lags 0 .. ``max_lag_ms``). An echo path shows up as the *same lag*
-window after window; a voice, even the bot's own TTS voice, peaks at scattered lags (measured on
-Piper speech: echo 0.5-0.93 at one lag ±1 sample; another utterance mostly 0.1-0.6, one window in 87
-at 0.72, never three at one lag). ``evidence`` windows at or above ``hit`` whose lags agree within
-``lag_tolerance_ms`` and span at least ``span_ms`` make the speaker coupled, for the rest of the
-session (echo paths do not vanish).
-
-Until then onsets during playback are still judged by the echo gate (raw correlation with the
-render). A strong window (``strong``), lag-consistent hits not yet sufficient, or an onset the gate
-found render-correlated make the speaker *suspected* for ``suspect_ms``: the gate then takes onsets
-for echo. After coupling, onsets stay suspected for ``converge_ms`` while AEC3 converges on the
-reference it has just started to get.
-
-**The path is verified for every bot utterance.** An echo path does not keep one delay: between two
-utterances the listener's client (jitter buffer, playout) and both network legs move it by a few to
-tens of milliseconds. AEC3 follows a longer delay at once, but a *shorter* one puts the echo ahead of
-where its filter is aligned, and it cancels next to nothing until its delay estimator has moved,
-seconds later, while a fresh instance converges within half a second. Measured through the emulator
-under load: 2-10 dB of suppression instead of ~70 for the first 1-4 s of an answer whose echo delay
-(render chunks fed to the AEC against the capture chunks carrying their echo) had dropped by 5-70
-ms; drops of 3-4 ms (within one of AEC3's 4 ms blocks) and rises did no harm. In a scripted scene a
-drop from 120 to 60 ms leaks every time. The processed capture is then the echo, reshaped by AEC3's
-suppressor until the gate takes it for a voice: these were the echo false interrupts, always on a
-re-evaluation of an onset first rejected as echo (raw correlation with the render 0.73-0.92 at a lag
-steady within a sample, where users talking over the bot scored 0.16-0.22 at scattered lags).
-
-So the checks go on after coupling, from the first chunk of each utterance's render (the first
-capture chunk with a render after one without).
-Until this utterance's echo lag is known (the same evidence as for coupling: ``evidence`` hits at
-one lag over ``span_ms``) or two checks in a row found no echo (counted only once the check window
-holds nothing from before the utterance: the last one's echo tail scores low at any lag), onsets
-during playback are *suspected*. A lag shorter than the one the AEC is aligned to by more than
-``realign_ms`` is a new echo path: :meth:`observe` reports it like a coupling, the pipeline starts
-a fresh APM, and onsets stay suspected for ``converge_ms`` as after the first coupling. Once
-verified, an utterance costs no more checks.
+After coupling the path is verified for every bot utterance: a lag shorter than the AEC's by more
+than ``realign_ms`` is a new echo path, reported by :meth:`observe` like a coupling (fresh APM).
+Measurements and history: docs/adr/0005-echo-coupling-and-onset-latency.md.
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ speaking, an onset counts as user speech only if it is *not explained by the ren
   the capture is well under the render level, where that level says something: after cancellation
   (coupled) or with no AEC. A quiet talker whose mic never carried the bot is not held to it.
 
+:meth:`EchoGate.gather` measures an onset's :class:`GateEvidence`; the pure :func:`decide` weighs it
+(the first reason that holds wins, in the order ``residual_too_quiet``, ``echo_suppressed``,
+``echo_suspected``, ``render_correlated``, ``echo_uncancelled``, ``echo_dominated``) and the verdict
+carries it into ``EchoGateDecision``.
+
 Confidence drops (and the suppression test tightens by ``gate_drift_margin_db``) while the reference
 drifts or the APM re-converges; a ``disabled`` APM can only rely on correlation and says so. Spec:
 "Echo never interrupts" (DESIGN.md decision 4), "Software render-reference interruption gate".
@@ -56,18 +61,147 @@ def dbfs(ms: float) -> float:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GateVerdict:
-    """The gate's decision and its evidence (mirrors ``EchoGateDecision``)."""
+class GateEvidence:
+    """What the gate knows about an onset: everything :func:`decide` weighs, unrounded.
 
-    accepted: bool
-    reason: str
+    Attributes:
+        bot_speaking: a render chunk above the activity level within the gate window.
+        confidence: 1.0 normally; lower while the reference drifts or the APM re-converges.
+        echo_cancelling: the APM cancels echo (False for ``disabled``).
+        coupled: the APM gets this speaker's render reference (:mod:`~openab_voice.audio.coupling`).
+        echo_suspected: recent raw capture of this (not yet coupled) speaker followed the render.
+        raw_dbfs: capture level before APM over the onset window.
+        residual_dbfs: capture level after APM over the onset window.
+        render_dbfs: render level over the gate window.
+        correlation: peak normalised cross-correlation of the processed capture with the render (the
+            larger of processed and raw for a speaker not coupled); 0.0 while the bot is silent.
+        raw_correlation: the same for the raw capture, measured only where it is the better witness
+            (a speaker not coupled, an onset the AEC left uncancelled); 0.0 elsewhere.
+    """
+
     bot_speaking: bool
     confidence: float
+    echo_cancelling: bool
+    coupled: bool
+    echo_suspected: bool
     raw_dbfs: float
     residual_dbfs: float
     render_dbfs: float
-    suppression_db: float
-    render_correlation: float
+    correlation: float
+    raw_correlation: float
+
+    @property
+    def suppression_db(self) -> float:
+        """``raw_dbfs - residual_dbfs``: how much the APM removed."""
+        return self.raw_dbfs - self.residual_dbfs
+
+    @property
+    def cancelling(self) -> bool:
+        """The APM cancels echo for this speaker: it cancels at all and gets the speaker's reference."""
+        return self.echo_cancelling and self.coupled
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateVerdict:
+    """The gate's decision and the evidence it was reached on; the rounded properties are what
+    ``EchoGateDecision`` reports."""
+
+    accepted: bool
+    reason: str
+    confidence: float
+    evidence: GateEvidence
+
+    @property
+    def bot_speaking(self) -> bool:
+        return self.evidence.bot_speaking
+
+    @property
+    def raw_dbfs(self) -> float:
+        return round(self.evidence.raw_dbfs, 1)
+
+    @property
+    def residual_dbfs(self) -> float:
+        return round(self.evidence.residual_dbfs, 1)
+
+    @property
+    def render_dbfs(self) -> float:
+        return round(self.evidence.render_dbfs, 1)
+
+    @property
+    def suppression_db(self) -> float:
+        return round(self.evidence.suppression_db, 1)
+
+    @property
+    def render_correlation(self) -> float:
+        """The larger of the processed and the raw capture's correlation: the one the gate weighed."""
+        return round(max(self.evidence.correlation, self.evidence.raw_correlation), 3)
+
+
+def decide(evidence: GateEvidence, settings: FrontEndSettings) -> GateVerdict:
+    """The gate's verdict on ``evidence`` under ``settings``' thresholds (pure; reasons in the module docstring)."""
+    if not evidence.bot_speaking:
+        return GateVerdict(accepted=True, reason="render_idle", confidence=1.0, evidence=evidence)
+    reason = _echo_reason(evidence, settings)
+    confidence = evidence.confidence
+    if reason is None and not evidence.echo_cancelling:
+        # Correlation alone misses reverberant echo; say so in the confidence.
+        confidence *= 0.5
+    return GateVerdict(
+        accepted=reason is None,
+        reason=reason or "user_speech_over_playback",
+        confidence=round(confidence, 3),
+        evidence=evidence,
+    )
+
+
+def _uncancelled(*, cancelling: bool, suppression_db: float, settings: FrontEndSettings) -> bool:
+    # Coupled, but the APM removed little over the onset window: an echo it did not cancel (a
+    # changed echo path) reaches the residual reshaped by noise suppression and gain control,
+    # and the raw capture is the better witness of it.
+    return cancelling and suppression_db < settings.gate_dominated_suppression_db
+
+
+def _echo_reason(e: GateEvidence, s: FrontEndSettings) -> str | None:
+    """Why an onset during playback is taken for echo, or None when it counts as the user."""
+    margin = s.gate_drift_margin_db if e.confidence < 1.0 else 0.0
+    suppression = e.suppression_db
+    if e.residual_dbfs < s.gate_min_residual_dbfs:
+        return "residual_too_quiet"
+    if e.cancelling and suppression > s.gate_max_suppression_db - margin:
+        return "echo_suppressed"
+    if e.echo_suspected:
+        return "echo_suspected"
+    # A residual quieter than the render has to correlate less with it to count as a voice: a
+    # user talking over the bot is about as loud as the bot and does not follow its waveform.
+    # That level comparison means something only where the render reaches the capture at a
+    # known gain: after cancellation (coupled) or with nothing cancelled at all (no AEC). For a
+    # speaker whose raw capture has never followed the render, a mic level under the bot's is
+    # no evidence of echo, and a voice scores up to ~0.6 against the bot's TTS voice at some
+    # lag (module docstring of coupling); the coupling checks are that speaker's echo witness.
+    quiet_below = e.render_dbfs - s.gate_quiet_residual_db
+    quiet = (e.coupled or not e.echo_cancelling) and e.residual_dbfs < quiet_below
+    if e.correlation > (s.gate_quiet_max_correlation if quiet else s.gate_max_correlation):
+        return "render_correlated"
+    # The raw capture's own level says how loud the echo came in: gain control may have raised
+    # an uncancelled echo well above it in the residual (measured with a core busy: raw 17 dB
+    # under the render, the residual 12 dB over the raw, correlation 0.63, taken for a person).
+    raw_limit = s.gate_quiet_max_correlation if e.raw_dbfs < quiet_below else s.gate_max_correlation
+    uncancelled = _uncancelled(cancelling=e.cancelling, suppression_db=suppression, settings=s)
+    if uncancelled and e.raw_correlation > raw_limit:
+        # Not ``render_correlated``: that also tells the coupling this mic carries the bot, and
+        # an onset the AEC let through is no new evidence of that.
+        return "echo_uncancelled"
+    if (
+        e.cancelling
+        and suppression > s.gate_dominated_suppression_db - margin
+        and e.residual_dbfs < e.render_dbfs - s.gate_residual_below_render_db
+    ):
+        # The APM removed a lot and what is left is far below what the bot is playing: residual
+        # echo after cancellation, not a voice talking over the bot. Measured through the
+        # emulator: leaked echo onsets had 9.6-12 dB suppression and a residual 14-25 dB under the
+        # render; users talking over the bot had ~3 dB suppression and a residual above it.
+        return "echo_dominated"
+    return None
 
 
 class EchoGate:
@@ -127,7 +261,21 @@ class EchoGate:
     def evaluate(
         self, *, confidence: float, echo_cancelling: bool, coupled: bool = True, echo_suspected: bool = False
     ) -> GateVerdict:
-        """Decide on an onset now.
+        """Decide on an onset now: :func:`decide` on :meth:`gather`'s evidence (same arguments)."""
+        return decide(
+            self.gather(
+                confidence=confidence,
+                echo_cancelling=echo_cancelling,
+                coupled=coupled,
+                echo_suspected=echo_suspected,
+            ),
+            self._s,
+        )
+
+    def gather(
+        self, *, confidence: float, echo_cancelling: bool, coupled: bool = True, echo_suspected: bool = False
+    ) -> GateEvidence:
+        """Measure the evidence on an onset now.
 
         Args:
             confidence: 1.0 normally; lower while the reference drifts or the APM re-converges.
@@ -140,83 +288,33 @@ class EchoGate:
             echo_suspected: recent raw capture of this (not yet coupled) speaker followed the render:
                 every onset during playback is taken for echo until coupling decides.
         """
-        s = self._s
         raw_db = dbfs(mean_square(self._raw))
         res_db = dbfs(mean_square(self._res))
-        ren_db = dbfs(float(self._ren_ms.mean()))
-        suppression = raw_db - res_db
         speaking = self.bot_speaking
-        cancelling = echo_cancelling and coupled
         correlation = 0.0
-        raw_correlation = 0.0  # of the raw capture, where it is the better witness (see below)
-        # Coupled, but the APM removed little over the onset window: an echo it did not cancel (a
-        # changed echo path) reaches the residual reshaped by noise suppression and gain control,
-        # and the raw capture is the better witness of it.
-        uncancelled = cancelling and suppression < s.gate_dominated_suppression_db
+        raw_correlation = 0.0  # of the raw capture, where it is the better witness
         if speaking:
             render = self._ordered(self._ren, self._render_n)
             correlation = peak_normalized_correlation(self._ordered(self._res, self._onset_n), render)
+            uncancelled = _uncancelled(
+                cancelling=echo_cancelling and coupled, suppression_db=raw_db - res_db, settings=self._s
+            )
             if not coupled or uncancelled:
                 raw_correlation = peak_normalized_correlation(self._ordered(self._raw, self._onset_n), render)
             if not coupled:
                 correlation = max(correlation, raw_correlation)
-
-        def verdict(accepted: bool, reason: str, conf: float) -> GateVerdict:
-            return GateVerdict(
-                accepted=accepted,
-                reason=reason,
-                bot_speaking=speaking,
-                confidence=round(conf, 3),
-                raw_dbfs=round(raw_db, 1),
-                residual_dbfs=round(res_db, 1),
-                render_dbfs=round(ren_db, 1),
-                suppression_db=round(suppression, 1),
-                render_correlation=round(max(correlation, raw_correlation), 3),
-            )
-
-        if not speaking:
-            return verdict(True, "render_idle", 1.0)
-        margin = s.gate_drift_margin_db if confidence < 1.0 else 0.0
-        if res_db < s.gate_min_residual_dbfs:
-            return verdict(False, "residual_too_quiet", confidence)
-        if cancelling and suppression > s.gate_max_suppression_db - margin:
-            return verdict(False, "echo_suppressed", confidence)
-        if echo_suspected:
-            return verdict(False, "echo_suspected", confidence)
-        # A residual quieter than the render has to correlate less with it to count as a voice: a
-        # user talking over the bot is about as loud as the bot and does not follow its waveform.
-        # That level comparison means something only where the render reaches the capture at a
-        # known gain: after cancellation (coupled) or with nothing cancelled at all (no AEC). For a
-        # speaker whose raw capture has never followed the render, a mic level under the bot's is
-        # no evidence of echo, and a voice scores up to ~0.6 against the bot's TTS voice at some
-        # lag (module docstring of coupling); the coupling checks are that speaker's echo witness.
-        quiet = (coupled or not echo_cancelling) and res_db < ren_db - s.gate_quiet_residual_db
-        limit = s.gate_quiet_max_correlation if quiet else s.gate_max_correlation
-        if correlation > limit:
-            return verdict(False, "render_correlated", confidence)
-        # The raw capture's own level says how loud the echo came in: gain control may have raised
-        # an uncancelled echo well above it in the residual (measured with a core busy: raw 17 dB
-        # under the render, the residual 12 dB over the raw, correlation 0.63, taken for a person).
-        raw_quiet = raw_db < ren_db - s.gate_quiet_residual_db
-        raw_limit = s.gate_quiet_max_correlation if raw_quiet else s.gate_max_correlation
-        if uncancelled and raw_correlation > raw_limit:
-            # Not ``render_correlated``: that also tells the coupling this mic carries the bot, and
-            # an onset the AEC let through is no new evidence of that.
-            return verdict(False, "echo_uncancelled", confidence)
-        if (
-            cancelling
-            and suppression > s.gate_dominated_suppression_db - margin
-            and res_db < ren_db - s.gate_residual_below_render_db
-        ):
-            # The APM removed a lot and what is left is far below what the bot is playing: residual
-            # echo after cancellation, not a voice talking over the bot. Measured through the
-            # emulator: leaked echo onsets had 9.6-12 dB suppression and a residual 14-25 dB under the
-            # render; users talking over the bot had ~3 dB suppression and a residual above it.
-            return verdict(False, "echo_dominated", confidence)
-        if not echo_cancelling:
-            # Correlation alone misses reverberant echo; say so in the confidence.
-            confidence *= 0.5
-        return verdict(True, "user_speech_over_playback", confidence)
+        return GateEvidence(
+            bot_speaking=speaking,
+            confidence=confidence,
+            echo_cancelling=echo_cancelling,
+            coupled=coupled,
+            echo_suspected=echo_suspected,
+            raw_dbfs=raw_db,
+            residual_dbfs=res_db,
+            render_dbfs=dbfs(float(self._ren_ms.mean())),
+            correlation=correlation,
+            raw_correlation=raw_correlation,
+        )
 
 
 def peak_normalized_correlation(capture: npt.NDArray[np.float64], render: npt.NDArray[np.float64]) -> float:

@@ -178,8 +178,17 @@ class EchoGateDecision(Event):
         render_correlation: peak normalised cross-correlation with the render of the residual, or
             of the raw capture where the gate weighed it too (a speaker not coupled, an onset the
             AEC left uncancelled), whichever is higher.
+        raw_correlation: the raw capture's own peak correlation with the render, where the gate
+            weighed it (0.0 elsewhere); ``echo_uncancelled`` rests on it.
+        echo_cancelling: the APM cancels echo (False for ``disabled``): the suppression tests counted.
+        coupled: the APM gets this speaker's render reference (:mod:`~openab_voice.audio.coupling`).
+        echo_suspected: the speaker's raw capture recently followed the render (not yet coupled).
         reference_aligned: capture and render timestamps within tolerance.
         apm_degraded: the APM does not cancel echo (``disabled``) or is re-converging.
+
+    ``bot_speaking`` and ``raw_dbfs`` to ``echo_suspected`` are the gate's evidence
+    (:class:`~openab_voice.audio.echo_gate.GateEvidence`), rounded: all that its decision weighed
+    besides the confidence it was given.
     """
 
     event_type: ClassVar[str] = "echo_gate_decision"
@@ -194,6 +203,10 @@ class EchoGateDecision(Event):
     render_dbfs: float
     suppression_db: float
     render_correlation: float
+    raw_correlation: float = 0.0
+    echo_cancelling: bool = True
+    coupled: bool = True
+    echo_suspected: bool = False
     reference_aligned: bool
     apm_degraded: bool
     stage: str = "echo_gate"

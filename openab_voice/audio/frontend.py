@@ -1,33 +1,14 @@
 """``FrontEnd``: one pipeline per speaker, the shared render reference, and the processed-capture API.
 
-Threads and ownership:
-
-* :meth:`FrontEnd.push_capture` (receiver) and :meth:`FrontEnd.push_render` (playback) only append
-  to bounded rings: O(1), never waiting on processing, safe from any thread. Overflow drops the
-  oldest frames and reports ``audio_buffer_overrun``.
-* :meth:`FrontEnd.process_pending` does the CPU work (resample, APM, VAD, gate) for everything
-  queued. :meth:`FrontEnd.start` runs it on the front end's own threads, one per
-  :class:`~openab_voice.audio.shard.Shard` of the speakers (``FrontEndSettings.workers``), each woken
-  by every push to it (and every ``interval_s`` for idle checks), so audio processing never waits
-  behind the event loop: under CPU contention the loop can run hundreds of milliseconds late, and a
-  batch scheduled by it would fall behind real time with it. Tests and benchmarks call
-  :meth:`process_pending` directly (every shard in turn, on the caller's thread).
-* Events raised anywhere are queued and published on the event loop with the batch that raised them
-  (or on the caller's thread for :meth:`process_pending`), so bus subscribers never run on the
-  receiver's, player's or front end's thread.
-* The data path is explicit (:mod:`~openab_voice.audio.capture_stream`): a marked subscription
-  (:meth:`FrontEnd.subscribe_marked`, the transcriber's) gets the speech marks in band, in order with
-  the frames; a speech sink (:meth:`FrontEnd.add_speech_sink`, the conversation's) is called with each
-  ``SpeechStarted`` / ``SpeechEnded`` in the same loop callback as its batch's frames. The bus only
-  carries the same events to observers.
-* Capture-stopped ends of speech (Discord sends nothing in silence) are judged on the **capture
-  watermark** when a receiver provides one (:meth:`FrontEnd.advance_capture_watermark`): the time up
-  to which every packet has been decoded and pushed. Judged on the wall clock instead, a receiver
-  running late would look like a speaker who stopped, and an utterance would be split in two.
-
-Pipelines are created on a speaker's first processed frame (provider start-up happens on the worker,
-not the reader thread) and freed by :meth:`FrontEnd.remove_speaker` at the next batch
-(:class:`~openab_voice.audio.speakers.PipelineFactory` builds them and reports it).
+:meth:`FrontEnd.push_capture` and :meth:`FrontEnd.push_render` only append to bounded rings (O(1),
+any thread; overflow drops the oldest and reports ``audio_buffer_overrun``). :meth:`FrontEnd.process_pending`
+does the CPU work (resample, APM, VAD, gate); :meth:`FrontEnd.start` runs it on one thread per
+:class:`~openab_voice.audio.shard.Shard`, never behind the event loop. Events are published on the
+loop with their batch. Consumers: :meth:`FrontEnd.subscribe_marked` (frames with in-band speech
+marks) and :meth:`FrontEnd.add_speech_sink` (:mod:`~openab_voice.audio.capture_stream`); ends of
+speech after capture stops are judged on :meth:`FrontEnd.advance_capture_watermark`. Pipelines are
+built on a speaker's first frame and freed by :meth:`FrontEnd.remove_speaker`.
+Threads and ownership in detail: docs/adr/0006-audio-plane-under-cpu-contention.md.
 """
 
 from __future__ import annotations
@@ -54,17 +35,12 @@ from openab_voice.audio.speakers import PipelineFactory, Speaker
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised, Event
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError
+from openab_voice.errors import ErrorCode, OpenabError
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.priority import available_cpus, boost_audio_thread
-from openab_voice.providers.base import (
-    ApmCapabilities,
-    ApmConfig,
-    AudioProcessor,
-    VadCapabilities,
-    VadConfig,
-    VoiceActivityDetector,
-)
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig, AudioProcessor
 from openab_voice.providers.registry import ProviderRegistry
+from openab_voice.providers.vad import VadCapabilities, VadConfig, VoiceActivityDetector
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +100,7 @@ class FrontEnd:
         self._delivery = CaptureDelivery(bus=bus, session_id=session_id)
         self._watermark: float | None = None  # capture time up to which the receiver pushed everything
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
+        self._life = Lifecycle("audio front end")
         self.batch_errors = 0
 
     # --- status -------------------------------------------------------------------------------
@@ -338,10 +314,10 @@ class FrontEnd:
 
     def start(self) -> None:
         """Start processing on the front end's own threads; results reach subscribers on this loop."""
-        if self._closed:
-            raise RuntimeError("front end is closed")
-        if self._loop is None:
+        self._life.require_open("start")
+        if self._life.new:
             self._loop = asyncio.get_running_loop()
+            self._life.start()
             for shard in self._shards:
                 shard.thread = threading.Thread(
                     target=self._run, args=(shard,), name=shard.thread_name, daemon=True
@@ -353,10 +329,10 @@ class FrontEnd:
         loop = self._loop
         assert loop is not None
         boost_audio_thread()  # the audio plane keeps real time first (openab_voice/priority.py)
-        while not self._closed:
+        while not self._life.closed:
             shard.wake.wait(self._interval)
             shard.wake.clear()
-            if self._closed:
+            if self._life.closed:
                 return
             try:
                 with shard.lock:  # with nothing queued, this is just the idle check
@@ -388,9 +364,8 @@ class FrontEnd:
 
     async def aclose(self) -> None:
         """Stop processing, end speech in progress, free every pipeline, end subscriptions (idempotent)."""
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         for shard in self._shards:
             thread, shard.thread = shard.thread, None
             if thread is not None:
@@ -422,6 +397,7 @@ class FrontEnd:
         self._deliver(ended)
         for stream in tuple(self._delivery.streams):
             stream.close()
+        self._life.finish_close()
 
     async def __aenter__(self) -> FrontEnd:
         self.start()
@@ -439,7 +415,7 @@ def _error_event(exc: Exception, at: float) -> ErrorRaised:
     return ErrorRaised(
         at=at,
         stage="audio",
-        code="AUDIO_FRONTEND_ERROR",
+        code=ErrorCode.AUDIO_FRONTEND_ERROR,
         message=f"{type(exc).__name__}: {exc}",
         retryable=True,
     )

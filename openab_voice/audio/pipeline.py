@@ -36,8 +36,9 @@ from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.audio.vad import VadEdge, VadStage, VadTransition
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock, perf_ns
-from openab_voice.errors import OpenabError
-from openab_voice.providers.base import AudioProcessor, VoiceActivityDetector
+from openab_voice.errors import ErrorCode, OpenabError
+from openab_voice.providers.apm import AudioProcessor
+from openab_voice.providers.vad import VoiceActivityDetector
 
 
 class StageTimings:
@@ -379,6 +380,10 @@ class SpeakerPipeline:
                 render_dbfs=verdict.render_dbfs,
                 suppression_db=verdict.suppression_db,
                 render_correlation=verdict.render_correlation,
+                raw_correlation=round(verdict.evidence.raw_correlation, 3),
+                echo_cancelling=verdict.evidence.echo_cancelling,
+                coupled=verdict.evidence.coupled,
+                echo_suspected=verdict.evidence.echo_suspected,
                 reference_aligned=self.drift.aligned,
                 apm_degraded=self.apm.degraded or self.apm.reconverging(audio_time),
             )
@@ -391,7 +396,7 @@ class SpeakerPipeline:
                 speaker_id=self.speaker_id,
                 component="vad",
                 provider=self.vad.provider,
-                code=exc.code if isinstance(exc, OpenabError) else "AUDIO_VAD_RUNTIME_ERROR",
+                code=exc.code if isinstance(exc, OpenabError) else ErrorCode.AUDIO_VAD_RUNTIME_ERROR,
                 message=f"{type(exc).__name__}: {exc}"[:300],
                 recovered=True,
                 generation=self.vad.generation,

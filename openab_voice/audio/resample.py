@@ -15,11 +15,9 @@ import numpy.typing as npt
 import soxr
 
 from openab_voice.audio.frame import AudioFrame
-from openab_voice.errors import AudioError
+from openab_voice.errors import AudioError, ErrorCode
 
 Samples = npt.NDArray[np.int16]
-
-APM_FORMAT_MISMATCH = "AUDIO_APM_FORMAT_MISMATCH"
 
 
 def downmix(frame: AudioFrame) -> Samples:
@@ -161,7 +159,7 @@ def check_apm_format(
     raise AudioError(
         "capture and render reference must reach the APM as mono 10 ms frames at "
         f"{apm_rate} Hz; got capture {capture} and render {render} (rate, channels, samples)",
-        code=APM_FORMAT_MISMATCH,
+        code=ErrorCode.AUDIO_APM_FORMAT_MISMATCH,
         capture={"rate": capture_rate, "channels": capture_channels, "samples": capture_samples},
         render={"rate": render_rate, "channels": render_channels, "samples": render_samples},
         apm={"rate": apm_rate, "channels": 1, "samples": expected},

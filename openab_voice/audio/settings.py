@@ -1,7 +1,8 @@
 """``FrontEndSettings``: every tunable of the audio front end in one frozen dataclass.
 
-``config.py`` maps ``OPENAB_*`` environment settings onto it; tests and the self-test build it
-directly. Defaults come from measurements in ``shared/notes/dependencies.md`` (Silero 0.5 / 0.35
+The composition root (``app/providers.py``) maps ``OPENAB_*`` settings onto it; tests and the
+self-test build it directly. A knob that is a setting takes its default from the setting's declaration
+(:mod:`~openab_voice.settings.defaults`), so both run on the same one. Defaults come from measurements in ``shared/notes/dependencies.md`` (Silero 0.5 / 0.35
 hysteresis never split a Piper sentence at a comma pause with >= 352 ms of silence wait).
 """
 
@@ -11,7 +12,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from openab_voice.errors import ConfigError
-from openab_voice.providers.base import ApmConfig, VadConfig
+from openab_voice.providers.apm import ApmConfig
+from openab_voice.providers.vad import VadConfig
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
 
 ApmProviderName = Literal["webrtc", "webrtc-audio-processing", "disabled"]
 VadProviderName = Literal["silero", "webrtcvad"]
@@ -67,26 +71,26 @@ class FrontEndSettings:
         apm_reconverge_ms: after a fresh APM instance, confidence stays low for this long.
     """
 
-    internal_rate: int = 16_000
-    apm_provider: ApmProviderName = "webrtc"
-    vad_provider: VadProviderName = "silero"
-    echo_cancellation: bool = True
-    noise_suppression: bool = True
-    auto_gain_control: bool = True
+    internal_rate: int = default_of(VoiceSettings, "audio_rate")
+    apm_provider: ApmProviderName = default_of(VoiceSettings, "apm_provider")
+    vad_provider: VadProviderName = default_of(VoiceSettings, "vad_provider")
+    echo_cancellation: bool = default_of(VoiceSettings, "echo_cancellation")
+    noise_suppression: bool = default_of(VoiceSettings, "noise_suppression")
+    auto_gain_control: bool = default_of(VoiceSettings, "auto_gain_control")
     high_pass_filter: bool = True
     apm_stream_delay_ms: int | None = None
     aec_reference: Literal["auto", "always"] = "auto"
     vad_start_threshold: float = 0.5
     vad_end_threshold: float = 0.35
     vad_min_speech_ms: int = 32
-    vad_min_silence_ms: int = 400
+    vad_min_silence_ms: int = default_of(VoiceSettings, "vad_min_silence_ms")
     webrtcvad_mode: int = 3
     capture_ring_frames: int = 50
     render_ring_frames: int = 100
-    workers: int = 0
+    workers: int = default_of(VoiceSettings, "audio_workers")
     processed_queue_frames: int = 500
     render_history_ms: int = 1_000
-    drift_tolerance_ms: float = 60.0
+    drift_tolerance_ms: float = default_of(VoiceSettings, "audio_drift_tolerance_ms")
     drift_recovery_ms: float = 500.0
     drift_confidence: float = 0.5
     capture_gap_ms: float = 60.0

@@ -1,18 +1,12 @@
 """A front-end shard: the speakers one processing thread owns, and its own copy of the render reference.
 
-The front end's CPU work grows with the number of speakers (resampling, APM, VAD, gate: about
-1-1.5 ms of CPU per speaker per 20 ms frame on the machines we measure on), and one thread can use
-one core at most. With ten people talking that is most of a core, and on a busy two-core machine a
-single thread fell more than its one-second capture ring behind: audio was lost and utterances ran
-together (ADR 0006, decision 10). So the speakers are spread over shards, one thread each, and the
-native stages (APM, VAD, resampler) of two shards run in parallel.
-
-Each shard keeps its own render ring, resampler and recent history: every render frame is pushed to
-every shard, and a shard fans it out to its own pipelines before it processes their capture, so a
-capture chunk is never processed before the render of its moment reached its pipeline, whichever
-thread runs first (ADR 0006, decision 1). A speaker stays in one shard for its whole life, so its
-frames and speech marks stay in order; events raised while a shard processes go with that shard's
-batch.
+The front end's CPU work grows with the number of speakers and one thread uses one core at most, so
+speakers are spread over shards, one thread each (ADR 0006, decision 10). Each shard keeps its own
+render ring, resampler and history: every render frame is pushed to every shard, which fans it out
+to its pipelines before processing their capture, so a capture chunk is never processed before the
+render of its moment (ADR 0006, decision 1). A speaker stays in one shard for its whole life, so its
+frames and speech marks stay in order; events raised in a shard go with that shard's batch.
+Measurements and history: docs/adr/0006-audio-plane-under-cpu-contention.md.
 """
 
 from __future__ import annotations

@@ -21,15 +21,9 @@ from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
 from openab_voice.errors import OpenabError
-from openab_voice.providers.base import (
-    ApmCapabilities,
-    ApmConfig,
-    AudioProcessor,
-    VadCapabilities,
-    VadConfig,
-    VoiceActivityDetector,
-)
-from openab_voice.providers.registry import ProviderRegistry, apm_registry, vad_registry
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig, AudioProcessor, apm_registry
+from openab_voice.providers.registry import ProviderRegistry
+from openab_voice.providers.vad import VadCapabilities, VadConfig, VoiceActivityDetector, vad_registry
 
 __all__ = ["PipelineFactory", "Speaker"]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from openab_voice.audio.resample import Samples
 from openab_voice.audio.settings import FrontEndSettings
-from openab_voice.providers.base import VoiceActivityDetector
+from openab_voice.providers.vad import VoiceActivityDetector
 
 # Samples that start this close to where the buffered ones end continue them (timestamps of the
 # capture carry rounding and the jitter buffer's small re-anchoring); further away is a capture gap.

@@ -1,24 +1,10 @@
 """Actions benchmark: proposal → pinned message, confirm → agent process started, store transitions/s.
 
-* ``proposal_to_pin_ms``: the real bot on the loopback emulator (DAVE off, no speech models); a
-  proposal goes through the broker exactly as a tool call or the task phrase would, and the clock
-  stops when the emulator holds the message pinned (observed from the emulator, not from the bot).
-* ``confirm_to_spawn_ms``: the operator's Confirm click is sent by the emulator (INTERACTION_CREATE
-  over the gateway); the clock stops at ``AgentProcessStarted`` for that action — a fresh scripted
-  ACP agent process (:mod:`openab_voice.testing.acp_agent`) per action. Each action then runs to its
-  end before the next trial, so trials do not overlap.
-* ``cancel_race``: the operator's cancel sent 0-30 ms after the Confirm click (``race_trials``
-  trials, offsets evenly spread), on the same bot: a *lost cancel* is one the broker refused, or one
-  it accepted while the action still ended ``succeeded``. Target: 0.
-* ``sandbox``: start of ``/bin/true`` inside the agent sandbox (``acp/sandbox.py``: bubblewrap with
-  its own PID namespace, the data dir and secrets hidden) against a plain start, paired trial by
-  trial; the overhead's P50 and P95 are the figures. Target: P95 ≤ 50 ms. No bubblewrap: an error
-  entry with the reason, never a number.
-* ``store``: compare-and-set transitions through :class:`~openab_voice.store.jobs.JobStore`, one
-  full lifecycle (create, deliver, confirm, start, succeed) per action, on SQLite (a file) and on
-  PostgreSQL (``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster started
-  with ``scripts/pg-test-cluster.sh`` from a source checkout). A PostgreSQL that cannot be reached is
-  reported as an error entry, never as a number.
+Figures: ``proposal_to_pin_ms`` and ``confirm_to_spawn_ms`` (the real bot on the loopback emulator,
+DAVE off, a fresh scripted ACP agent per action), ``cancel_race`` (lost cancels when the cancel
+follows the Confirm click by 0-30 ms), ``sandbox`` (agent sandbox start overhead against a plain
+start) and ``store`` (compare-and-set transitions on SQLite and PostgreSQL). Targets: :data:`TARGETS`.
+Method and targets: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -45,7 +31,7 @@ from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock, perf_ns
 from openab_voice.config import load_settings
-from openab_voice.errors import OpenabError
+from openab_voice.errors import ErrorCode, OpenabError
 from openab_voice.jobs import EffectCeiling, JobEvent
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
@@ -222,7 +208,7 @@ def sandbox_overhead(scratch: Path, trials: int) -> dict[str, Any]:
     containment = build_containment("auto", data_dir=scratch / "data", environ={})
     sandbox = containment.sandbox
     if sandbox is None:
-        return {"error": {"code": "BENCH_NO_SANDBOX", "message": containment.reason}}
+        return {"error": {"code": ErrorCode.BENCH_NO_SANDBOX, "message": containment.reason}}
     workspace = Workspace(
         id="bench", action_id="bench", path=scratch / "data" / "work", private=scratch / "data" / "p"
     )
@@ -238,7 +224,9 @@ def sandbox_overhead(scratch: Path, trials: int) -> dict[str, Any]:
             done = subprocess.run(argv, capture_output=True, check=False)
             samples.append((perf_ns() - t0) / 1e6)
             if done.returncode != 0:
-                return {"error": {"code": "BENCH_SANDBOX_FAILED", "message": done.stderr.decode()[-300:]}}
+                return {
+                    "error": {"code": ErrorCode.BENCH_SANDBOX_FAILED, "message": done.stderr.decode()[-300:]}
+                }
     return {
         "trials": trials,
         "plain_start_ms": summary(plain),
@@ -304,7 +292,10 @@ def _postgres(url: str | None, scratch: Path) -> Iterator[str | dict[str, Any]]:
         return
     if not _CLUSTER_SCRIPT.is_file():
         yield {
-            "error": {"code": "BENCH_NO_POSTGRES", "message": "pass --postgres-url (no cluster script here)"}
+            "error": {
+                "code": ErrorCode.BENCH_NO_POSTGRES,
+                "message": "pass --postgres-url (no cluster script here)",
+            }
         }
         return
     # Not under the scratch dir: as root the server runs as `postgres`, which must enter the directory.
@@ -313,7 +304,7 @@ def _postgres(url: str | None, scratch: Path) -> Iterator[str | dict[str, Any]]:
         ["bash", str(_CLUSTER_SCRIPT), "start", str(cluster)], capture_output=True, text=True, check=False
     )
     if started.returncode != 0:
-        yield {"error": {"code": "BENCH_NO_POSTGRES", "message": started.stderr.strip()[-300:]}}
+        yield {"error": {"code": ErrorCode.BENCH_NO_POSTGRES, "message": started.stderr.strip()[-300:]}}
         return
     try:
         yield started.stdout.strip()

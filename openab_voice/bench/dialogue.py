@@ -1,28 +1,12 @@
 """Dialogue benchmark: barge-in, transcript, TTS and answer latencies, and echo false interrupts,
 measured end to end through the loopback Discord emulator (DAVE on).
 
-Everything is real but the LLM: Discord protocol, receiver, audio front end (APM, VAD, echo gate),
-faster-whisper ``tiny.en``, Piper and the conversation engine. The chat model is
-:class:`~openab_voice.testing.chat.ScriptedChatModel` with a configurable time to first token, so
-the answer (four sentences, several seconds of speech) and its timing are fixed. One human is in
-the channel, so every final transcript is a turn (no wake name needed).
-
-Two sessions (:mod:`~openab_voice.bench.dialogue_session`), ``trials`` rounds each
-(:mod:`~openab_voice.bench.dialogue_rounds`, which says how each figure is measured): **barge-in**
-(the speaker talks over the answer) and **echo** (only the echo of the bot's answer comes back).
-``eou_to_first_audio_ms`` is what a listener waits for, measured at the emulator like barge-in;
-``preemptive`` turns preemptive generation on (the default, as in the product) or off, for a
-comparison. The figures, their targets and the report are :mod:`~openab_voice.bench.dialogue_report`.
-Wall time: about 20 s per trial (one round of each kind) plus model loading, on two cores.
-
-``engine="realtime"`` runs the same rounds on the realtime engine against the loopback realtime
-server (:mod:`openab_voice.testing.realtime`) through the real ``openai`` client: it hears the
-committed turn audio with the same faster-whisper, answers with the same scripted texts and speaks
-them with the same Piper voice, its first audio no earlier than ``first_audio_latency_ms`` after the
-request (a provider's own latency). Two figures are added: ``truncate_sent_ms`` (the engine's
-barge-in onset to its ``conversation.item.truncate`` sent) and ``audio_end_error_ms`` (the
-``audio_end_ms`` it sent against the answer's audio the listener actually received at the emulator
-before the cut); ``tts_first_chunk_ms`` has no meaning there (the provider speaks).
+Everything is real but the LLM (:class:`~openab_voice.testing.chat.ScriptedChatModel`, a fixed
+answer with a configurable time to first token). Two sessions (:mod:`~openab_voice.bench.dialogue_session`)
+of ``trials`` rounds (:mod:`~openab_voice.bench.dialogue_rounds`): **barge-in** and **echo**; the
+report is :mod:`~openab_voice.bench.dialogue_report`. ``preemptive`` turns preemptive generation on
+or off; ``engine="realtime"`` runs the rounds on the realtime engine against the loopback realtime
+server. Method, extra figures and wall time: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -36,7 +20,7 @@ from openab_voice.bench.dialogue_rounds import barge_in_round, echo_round
 from openab_voice.bench.dialogue_session import DialogueSession
 from openab_voice.bench.realtime import realtime_server
 from openab_voice.clock import SystemClock
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.emulator import EchoPath
 

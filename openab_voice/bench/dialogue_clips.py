@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.testing.emulator import prepare_speech
 
 QUESTION = "What is the capital of France?"

@@ -1,14 +1,8 @@
-"""What the dialogue benchmark records in its rounds, and its report: every figure's P50, P95 and
-max, and whether its P95 (or, for ``echo_false_interrupts``, the count) meets the target.
+"""What the dialogue benchmark records in its rounds, and its report: every figure's summary and
+whether it meets its target (:data:`TARGETS`, :data:`REALTIME_TARGETS`).
 
-``barge_in_ms``, ``eou_to_first_audio_ms`` and ``echo_false_interrupts`` are measured by the rounds
-(:mod:`~openab_voice.bench.dialogue_rounds`). ``first_stable_partial_ms`` and ``tts_first_chunk_ms``
-are the engine's own ``LatencyMeasured`` samples from both sessions; the engine's own
-end-of-speech-to-first-frame figure (from where its VAD placed the end, to the first frame handed to
-playback; answers to "stop" included) is in ``diagnostics.engine_eou_to_first_audio_ms``.
-``diagnostics`` splits barge-in into its stages (speech the front end did not flag, detection delay,
-engine, output stop), gives the engine's own ``barge_in_ms`` (from the accepted onset) and the
-end-of-speech-to-final time, so a missed target points at its cause.
+``diagnostics`` splits barge-in into its stages and gives the engine's own figures, so a missed
+target points at its cause. Which figure comes from where: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The dialogue benchmark's rounds, and how each measures what a listener hears at the emulator.
 
-Two sessions, ``trials`` rounds each:
+* **barge-in**: the speaker talks over the answer; ``barge_in_ms`` runs from the speech onset in the
+  speaker's audio to the bot's last audio packet at the emulator after it.
+* **echo**: only the echo of the bot's answer comes back; every ``InterruptionDetected`` is an
+  ``echo_false_interrupts``.
 
-* **barge-in**: the speaker asks a question; about 1.0 s after the bot's first audio reaches the
-  emulator, the speaker says "Wait, stop please." ``barge_in_ms`` runs from the speech onset in
-  the speaker's audio (the time ``say`` started plus the clip's leading silence, from its 20 ms RMS
-  envelope) to the arrival at the emulator of the bot's last audio packet after that onset
-  (``BotAudioSink.last_audio_at``): what a listener hears, not what the engine believes. A
-  barge-in the engine never detected still counts (the answer's end is then its last audio) and is
-  also reported in ``diagnostics.missed_barge_ins``. This session does not resume after a false
-  interruption (resuming would only repeat the answer when the words are lost).
-* **echo**: the speaker asks the question, then sends only the echo of the bot's answer
-  (``say_echo_only``, 80 ms, -6 dB, 40 ms reverb) for the whole answer; every
-  ``InterruptionDetected`` there is an ``echo_false_interrupts``.
-
-``eou_to_first_audio_ms`` is what a listener waits for, measured at the emulator like barge-in:
-from the end of the question's speech as sent (the time ``say`` returned, less the trailing Opus
-silence frames and the clip's own trailing silence, from its RMS envelope) to the arrival of the
-bot's first audio packet of the answer. Nothing is subtracted: the scripted model streams a word
-every 20 ms after its time to first token (``ttft_ms``, 0 by default), so the figure is the
-pipeline's own (end-of-speech detection, transcription, the model's first sentence at 50 tokens/s,
-synthesis, output, network), which is what the target bounds; a model's own time to first token
-adds to it, less what preemptive generation hides (``--ttft-ms`` shows how much).
+``eou_to_first_audio_ms``: from the end of the question's speech as sent to the bot's first audio
+packet at the emulator. Method in detail: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations

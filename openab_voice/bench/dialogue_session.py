@@ -17,8 +17,9 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.errors import EmulatorError
-from openab_voice.providers.speech import ChatMessage, TextToSpeech
+from openab_voice.errors import EmulatorError, ErrorCode
+from openab_voice.providers.chat import ChatMessage
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.base import SpeechToText
 from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
@@ -117,7 +118,9 @@ class DialogueSession:
 
     async def until(self, ready: Callable[[], bool], what: str, within_s: float = WAIT_S) -> None:
         if not await self.poll(ready, within_s):
-            raise EmulatorError(f"dialogue bench: {what} within {within_s} s", code="EMULATOR_TIMEOUT")
+            raise EmulatorError(
+                f"dialogue bench: {what} within {within_s} s", code=ErrorCode.EMULATOR_TIMEOUT
+            )
 
     async def first_audio_after(self, since: float) -> float:
         """Poll until the bot starts to sound after ``since``; returns its first packet's arrival (not

@@ -1,34 +1,11 @@
 """``openab-voice bench executor``: N ``openab-voice executor`` worker processes on real PostgreSQL.
 
-For each N (``--workers 1,2,4``), in a fresh schema, with the scripted ACP agent (a real subprocess per
-job, ``normal`` mode: one permission, an edit, ``end_turn``):
-
-- ``confirm_to_running_ms``: idle workers, one job confirmed at a time (``--latency-jobs``): from the
-  stored confirmation to the worker's ``running`` write, which comes right before the agent's spawn
-  (claim poll ``--poll-s`` + claim + workspace). Both are times in the store's transition rows.
-- ``jobs_per_s``: ``--jobs`` confirmed at once, from the first confirmation to the last settlement;
-  ``queued_confirm_to_running_ms`` is the same delay under that queue.
-- ``double_executions``: jobs started more than once (their ``start`` transitions) or whose
-  workspace exists in more than one worker; ``not_succeeded``: jobs that did not end ``succeeded``.
-- ``cancel``: one worker (the default 10 s heartbeat), the agent in ``slow`` mode; ``--cancels``
-  times, once its prompt has arrived, the bot's cancel request is written to the store
-  (``JobStore.request_cancel``, which notifies the worker at commit). ``to_acp_cancel_ms``: from
-  just before that write to the agent receiving ``session/cancel`` (its own wall-clock stamp on
-  stderr; same host). ``heartbeat_only_ms``: the same with the request written without its
-  notification (the fallback; ``heartbeat_cancels`` of them, each waits for a heartbeat).
-
-- ``confirm_to_prompt_at_agent_ms``: the same idle jobs, from the stored confirmation to the agent
-  receiving its prompt (its own wall-clock stamp; same host): spawn, ``initialize``, ``session/new``.
-
-``--mode pod``: the same measurements twice in one run, first with today's in-process agents, then
-with the workers as dispatchers of action pods (``OPENAB_ACP_SANDBOX=pod``) on the cluster that
-``KUBECONFIG`` names, the scripted agent in ``--pod-image``: a pod and a workspace claim per job, the
-agent's stdio through the API server's ``attach``. Run it where the API server is reachable (for the
-offline test cluster: inside its network namespace, ``scripts/k8s-offline``). The cancel rounds run
-in-process only.
-
-PostgreSQL: ``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster as in ``bench
-actions``.
+For each N (``--workers 1,2,4``), in a fresh schema, with the scripted ACP agent: ``confirm_to_running_ms``,
+``jobs_per_s``, ``queued_confirm_to_running_ms``, ``double_executions``, ``not_succeeded``,
+``cancel`` (``to_acp_cancel_ms``, ``heartbeat_only_ms``) and ``confirm_to_prompt_at_agent_ms``.
+``--mode pod`` measures in-process agents, then action pods on the cluster ``KUBECONFIG`` names.
+PostgreSQL: ``--postgres-url``, ``TEST_POSTGRES_URL``, or a throwaway local cluster.
+What each figure measures: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -53,6 +30,7 @@ from openab_voice.acp.spawn import STDERR_LOG
 from openab_voice.bench.actions import _postgres
 from openab_voice.bench.stats import summary
 from openab_voice.clock import SystemClock
+from openab_voice.errors import ErrorCode
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
 from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
@@ -82,7 +60,10 @@ def run(
     """Measure each worker count in ``workers``, then ``cancels`` cancels; the JSON report."""
     if mode == "pod" and not os.environ.get("KUBECONFIG"):
         return {
-            "error": {"code": "BENCH_NO_CLUSTER", "message": "--mode pod needs KUBECONFIG naming a cluster"}
+            "error": {
+                "code": ErrorCode.BENCH_NO_CLUSTER,
+                "message": "--mode pod needs KUBECONFIG naming a cluster",
+            }
         }
     with (
         tempfile.TemporaryDirectory(prefix="openab-bench-executor-") as scratch,

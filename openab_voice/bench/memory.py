@@ -1,19 +1,9 @@
 """Memory benchmark: the offline embedder per sentence on one core, top-5 search and the consistency
 check at ``records`` records (default 100,000).
 
-* ``embed_cpu_ms``: one sentence at a time through :class:`~openab_voice.memory.embedder.MiniLMEmbedder`,
-  the calling thread's CPU time, which is what the sentence costs on one core of its own (the
-  encoder's matrices are small enough that numpy does the work in that thread; on shared cores
-  the wall time, ``embed_ms``, also counts waiting for a core). Target: P95 ≤ 60 ms.
-* ``search_ms``: FAISS top-5 over the index alone (the query already embedded), and ``recall_ms``:
-  what a turn pays (:meth:`LongTermMemory.search`: embed, FAISS, fetch and verify the rows in SQL).
-  Target for ``search_ms``: P95 ≤ 10 ms. The stored records are real rows in SQLite; their vectors
-  are ``bases`` real sentence embeddings each with noise added (embedding 100,000 sentences would
-  take half an hour), and the queries are real embeddings of those sentences.
-  ``recall_at_5``: the share of the exact top 5 (brute force over all vectors) the index found.
-* ``check_s``: :meth:`LongTermMemory.open` on those records: every row's checksum, every vector's
-  sha256, ids against ids, then the index built (above 20,000 records an inverted-file index, its
-  k-means included).
+Figures: ``embed_cpu_ms`` / ``embed_ms``, ``search_ms``, ``recall_ms``, ``recall_at_5`` and
+``check_s``; each target is reported beside its figure (``target_p95``).
+Method and targets: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations

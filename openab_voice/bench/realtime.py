@@ -9,8 +9,9 @@ from dataclasses import replace
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.realtime import realtime_capabilities
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.realtime_openai import OpenAIRealtime, RealtimeConfig
-from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.realtime import RealtimeConfig
+from openab_voice.providers.realtime_openai import OpenAIRealtime
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.base import SpeechToText
 from openab_voice.testing.realtime import (
     LoopbackRealtimeServer,

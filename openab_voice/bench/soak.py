@@ -1,20 +1,10 @@
 """Soak: the whole bot on the loopback emulator for ``minutes``, sampled every ``sample_s``.
 
-Everything is real but the LLM (:class:`~openab_voice.testing.chat.ScriptedChatModel`, a long answer):
-Discord protocol with DAVE on, ``loss`` packet loss and ``jitter_ms`` jitter on every speaker, our
-receiver, the audio front end, faster-whisper, Piper and the conversation engine. The call itself is
-:mod:`openab_voice.bench.soak_script`: two speakers talking to the bot and over it, a third member
-joining and leaving, and a forced voice event every ``resume_every_s`` (``--resume``: 4015, 4006,
-move or none; what the bot did after each is reported, not assumed).
-
-Each sample (JSON, one per interval): resident memory, every queue's largest depth in the interval
-against its bound (:mod:`openab_voice.bench.soak_probes`), drops by reason (receive, front-end rings,
-frame subscriptions; cumulative), capture/render drift (reference drift events and their largest
-skew), decode and decrypt errors, event-loop lag (P50/P95/max of a 50 ms ticker), unhandled
-exceptions (the loop's exception handler and ``threading.excepthook``, installed for the run).
-
-What each sample holds is :mod:`~openab_voice.bench.soak_sampler`; the targets and the report are
-:mod:`~openab_voice.bench.soak_report`.
+Everything is real but the LLM (:class:`~openab_voice.testing.chat.ScriptedChatModel`); the call is
+:mod:`openab_voice.bench.soak_script` (speakers talking to and over the bot, members joining and
+leaving, a forced voice event every ``resume_every_s``). What each sample holds is
+:mod:`~openab_voice.bench.soak_sampler`; the targets and the report are
+:mod:`~openab_voice.bench.soak_report`. Method: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -33,8 +23,8 @@ from openab_voice.clock import Clock, SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import ChatMessage
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.chat import ChatMessage
+from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig

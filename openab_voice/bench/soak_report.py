@@ -1,24 +1,8 @@
 """The soak's report: the summary figures, each against its target, and every sample.
 
-Targets (``summary`` holds each statistic under the target's name; ``meets_targets`` compares exactly
-that value):
-
-* ``rss_growth_pct`` ≤ 5: of the samples taken after the warm-up, (median RSS of the last third −
-  median of the first third) / median of the first third, in % (medians: the allocator's swings of a
-  few tens of MB are not growth; the peak is reported beside it). The warm-up is ``warmup_minutes``
-  (5), or half the run when that is shorter; ``rss_window`` says which samples were compared. The
-  harness's own recordings (every frame the bot heard, everything it played) are dropped as the run
-  goes, so the RSS is the bot's, its models' and the emulator's.
-* ``queue_overruns`` = 0: samples in which a bounded queue held more than its bound.
-* ``uncounted_packets`` = 0: packets the emulator sent to the bot (after its own impairments) that the
-  receiver neither attributed nor counted as a drop, at the end of the run.
-* ``unhandled_exceptions`` = 0.
-* ``silent_phase_missed`` = 0, when ``silence_s`` is set: after the call, nobody speaks for
-  ``silence_s`` (the emulator's NAT closes after ``nat_timeout_s`` without a datagram from the bot),
-  then one question; 1 when no final transcript of it came within ``_SILENT_FINAL_WAIT_S`` (30 s,
-  :mod:`~openab_voice.bench.soak`).
-  ``silent_phase`` reports when it was said, when its final came, and the emulator's UDP counters
-  (``udp_from_bot`` by kind, ``nat_dropped``) over the phase.
+``summary`` holds each statistic under its target's name (:data:`TARGETS`, plus
+``silent_phase_missed`` when ``silence_s`` is set) and ``meets_targets`` compares exactly that value.
+What each figure means: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Streaming speech-to-text benchmark: first stable partial, final latency and WER on Piper speech.
 
-Prepared, not timed: one speaker's timeline (the shipped clips ``alice``, ``bob``, ``far_end`` in
-turn, ``utterances`` of them, each after 1 s of silence) goes through the real audio front end
-(configured APM + VAD) on a fake clock, giving exactly the processed frames the transcriber would
-receive, with the VAD's real onset and end-of-speech decisions.
-
-Timed: the frames are replayed through the :class:`~openab_voice.stt.redecode.RedecodeCore` (the
-transcriber's synchronous core) on a second fake clock advanced frame by frame (a 20 ms frame becomes available at
-its end). Every decode the core asks for runs for real, timed with ``clock.perf_ns``, and its
-result is delivered on the fake timeline at its start plus the measured duration, so decode time
-shows up in every latency exactly as it would live (decodes run one at a time, as the transcriber
-schedules them on 2 cores).
-
-Reported: first stable partial (the transcriber's ``first_stable_partial_ms``: from the utterance's
-onset frame; also from the clip's true speech onset), final latency (from the end of speech the
-VAD declared; also from the true end, which adds the VAD's minimum silence), WER of the finals,
-per-decode times, and one fast-path vs padded (30 s) final decode of each clip.
+Prepared, not timed: the shipped clips go through the real audio front end on a fake clock. Timed:
+the processed frames are replayed through :class:`~openab_voice.stt.redecode.RedecodeCore` on a second
+fake clock; every decode runs for real and its result lands at its start plus its measured duration.
+Reported: first stable partial, final latency, WER, per-decode times, fast-path vs padded decodes;
+target: :data:`TARGET_FIRST_STABLE_MS`. Method: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations

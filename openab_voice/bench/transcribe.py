@@ -1,24 +1,10 @@
 """Many people talking at once: whole, in-order transcripts per speaker through the emulator.
 
-``speakers`` users each say two of the shipped Piper clips (``alice``, ``bob``, ``far_end``), all
-at once (onsets staggered by 100 ms), through the loopback Discord emulator with DAVE on and
-``loss`` packet loss, to the real bot with transcription on and dialogue off: receiver, audio front
-end (APM, VAD, echo gate) and faster-whisper ``tiny.en`` are the real ones, all in this process.
-
-Every final transcript is attributed to the utterance of its speaker it overlaps. Reported:
-
-* ``out_of_order``: utterances whose final came before the final of the same speaker's earlier one;
-* ``finals`` and ``fragments``: finals beyond the first of one utterance (an utterance split in
-  two is one fragment); ``missing``: utterances that got no final at all; ``discarded``: the
-  transcriber's ``TranscriptDiscarded`` reasons;
-* ``wer`` over all utterances (the finals of one utterance joined in order);
-* ``lag_ms``: from the true end of the speech (the clip's last loud sample, on the send timeline) to
-  the utterance's last final, P50/P95/max;
-* ``backlog``: the transcriber's ``TranscriptionBacklog`` events (most decodes waiting, partials
-  shed) and what the receiver and front end dropped, by reason.
-
-Targets (P95, as the issue names them): up to 6 speakers, lag ≤ 0.8 s; more than 6, 0 fragments
-and lag ≤ 1.5 s.
+``speakers`` users each say two shipped Piper clips at once through the loopback Discord emulator
+(DAVE on, ``loss`` packet loss) to the real bot with transcription on and dialogue off. Reported:
+``out_of_order``, ``finals``, ``fragments``, ``missing``, ``discarded``, ``wer``, ``lag_ms`` (end of
+speech to the utterance's last final) and ``backlog``; targets: :func:`targets_for`.
+Method and targets: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -52,7 +38,7 @@ _ROUNDS: Final = 2
 
 
 def targets_for(speakers: int) -> dict[str, float]:
-    """The targets that hold for ``speakers`` people talking at once (see the module docstring)."""
+    """The targets that hold for ``speakers`` people talking at once (ADR 0018)."""
     if speakers <= 6:
         return {"lag_p95_ms": 800.0}
     return {"fragments": 0, "lag_p95_ms": 1500.0}

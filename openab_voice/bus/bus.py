@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from openab_voice.bus.events import Event
+from openab_voice.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class EventStream:
     def __init__(self, maxsize: int) -> None:
         self._items: collections.deque[Event] = collections.deque(maxlen=maxsize)
         self._ready = asyncio.Event()
-        self._closed = False
+        self._life = Lifecycle("event stream", started=True)
         self.dropped = 0
         self.subscription: Subscription | None = None
 
@@ -52,7 +53,7 @@ class EventStream:
         self._ready.set()
 
     def close(self) -> None:
-        self._closed = True
+        self._life.close_now()
         if self.subscription is not None:
             self.subscription.close()
         self._ready.set()
@@ -62,7 +63,7 @@ class EventStream:
 
     async def __anext__(self) -> Event:
         while not self._items:
-            if self._closed:
+            if self._life.closed:
                 raise StopAsyncIteration
             self._ready.clear()
             await self._ready.wait()

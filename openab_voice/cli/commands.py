@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from openab_voice.cli.output import EXIT_FAILED, print_json
-from openab_voice.errors import AcpError, OpenabError
+from openab_voice.errors import AcpError, ErrorCode, OpenabError
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         containment = containment_for(settings)
         if error is None and containment.refusal is not None:
             # Fail closed, and say so before a user finds out from a refused proposal.
-            error = AcpError(containment.refusal, code="ACP_CONTAINMENT_UNAVAILABLE")
+            error = AcpError(containment.refusal, code=ErrorCode.ACP_CONTAINMENT_UNAVAILABLE)
     if args.json:
         out: dict[str, Any] = {"ok": error is None, "settings": view}
         if containment is not None:

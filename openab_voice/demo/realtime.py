@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from openab_voice.config import Settings
 from openab_voice.engine.settings import SMALL_MODEL_PROMPT
-from openab_voice.providers.speech_registry import ChatConfig, chat_registry
+from openab_voice.providers.chat import ChatConfig, chat_registry
 from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
 from openab_voice.testing.realtime import ChatModelResponder, LoopbackRealtimeServer, Pacing
 

@@ -21,7 +21,7 @@ from openab_voice.demo.channel import text_channel_report
 from openab_voice.demo.realtime import loopback_provider
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
 from openab_voice.demo.slash import SlashCall, voice_commands
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.report.builder import ReportBuilder
 from openab_voice.report.terminal import TerminalReporter
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo

@@ -53,7 +53,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openab_voice.demo.slash import SlashCall, parse_slash
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.voice_events import VoiceAction, VoiceEvent
 
 
@@ -198,17 +198,17 @@ def load_scenario(path: Path | None) -> Scenario:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise EmulatorError(
-            f"cannot read scenario {path}: {exc.strerror}", code="SCENARIO_FILE_MISSING"
+            f"cannot read scenario {path}: {exc.strerror}", code=ErrorCode.SCENARIO_FILE_MISSING
         ) from None
     except json.JSONDecodeError as exc:
-        raise EmulatorError(f"scenario {path} is not JSON: {exc}", code="SCENARIO_INVALID") from None
+        raise EmulatorError(f"scenario {path} is not JSON: {exc}", code=ErrorCode.SCENARIO_INVALID) from None
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise EmulatorError(
-            f"scenario {path}: {where}: {err['msg']}", code="SCENARIO_INVALID", field=where
+            f"scenario {path}: {where}: {err['msg']}", code=ErrorCode.SCENARIO_INVALID, field=where
         ) from None
     base = path.parent
     speakers = []
@@ -221,7 +221,7 @@ def load_scenario(path: Path | None) -> Scenario:
             file = item.file if item.file.is_absolute() else (base / item.file).resolve()
             if not file.is_file():
                 raise EmulatorError(
-                    f"speaker {spk.id}: audio file {file} not found", code="SCENARIO_FILE_MISSING"
+                    f"speaker {spk.id}: audio file {file} not found", code=ErrorCode.SCENARIO_FILE_MISSING
                 )
             items.append(item.model_copy(update={"file": file}))
         speakers.append(spk.model_copy(update={"audio": items}))

@@ -3,7 +3,7 @@
 A scenario writes a command as Discord's client shows it: ``"voice memory forget:12"``. Options are
 ``name:value`` words; a bare word fills the next option in the command's own order, so
 ``"voice cancel a-1f3c9e2b"`` still works. The commands and their options are read from
-:func:`~openab_voice.discord.host.commands.build_voice_group`, the group the bot syncs, so a command added
+:class:`~openab_voice.discord.host.commands.VoiceCommands`, the group the bot syncs, so a command added
 there is a scenario event with no change here.
 
 Two values are filled in when the demo runs, because a scenario cannot know them in advance: a
@@ -22,7 +22,7 @@ from discord import AppCommandOptionType, app_commands
 
 from openab_voice.bus import EventBus
 from openab_voice.clock import SystemClock
-from openab_voice.discord.host.commands import build_voice_group
+from openab_voice.discord.host.commands import VoiceCommands
 from openab_voice.discord.host.service import VoiceService, VoiceSessions
 from openab_voice.discord.host.session import VoiceSession
 
@@ -71,7 +71,7 @@ def voice_commands() -> MappingProxyType[str, tuple[OptionSpec, ...]]:
 
     The group is built on inert parts: its callbacks are never run here, only its declaration is read.
     """
-    group = build_voice_group(
+    group = VoiceCommands(
         VoiceService(sessions=VoiceSessions(), factory=_never),
         broker=None,
         bus=EventBus(),

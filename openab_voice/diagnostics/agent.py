@@ -1,20 +1,11 @@
 """``openab-voice self-test agent``: the real conversation manager on fake providers, in virtual time.
 
-Everything but the providers is the production code: the state machine, turn policy, context,
-response runner (with the real sentence segmenter), speech handles, interruption controller, the
-ToolRouter (the one tool path, auditing into memory) and the real long-term memory (SQLite and the
-FAISS vector file in a temporary directory, the offline MiniLM embedder) behind the real
-``memory_search`` tool. The chat model, TTS and speaker are the fakes of
-:mod:`openab_voice.testing.dialogue_fakes`, driven by a :class:`~openab_voice.clock.FakeClock`, so
-the run is deterministic.
-
-Three turns (:mod:`openab_voice.diagnostics.agent_turns`) on that stage
-(:mod:`openab_voice.diagnostics.agent_harness`, which also says how virtual time waits for the
-memory's worker threads): a question and its answer, an interruption during playback, a memory
-search through the tool router.
-
-Returns ``{"passed": bool, "turns": [...], "memory": {...}, "latency_ms": {...}}``; any failed check
-(or a crash) makes ``passed`` False. No check is skipped or faked.
+Everything but the chat model, TTS and speaker (the fakes of :mod:`openab_voice.testing.dialogue_fakes`)
+is production code, the ToolRouter and the real long-term memory included, in the tests' conversation
+rig (:mod:`openab_voice.testing.rig`) on its self-advancing virtual clock. Three turns (:mod:`openab_voice.diagnostics.agent_turns`) on
+the stage of :mod:`openab_voice.diagnostics.agent_harness`. Returns ``{"passed": bool, "turns": [...],
+"memory": {...}, "latency_ms": {...}}``; any failed check or crash makes ``passed`` False; no check is skipped
+or faked. In detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
@@ -48,18 +39,14 @@ def _report(h: Harness, turn: Turn, end: int) -> dict[str, Any]:
 
 async def _run(root: Path) -> dict[str, Any]:
     h = Harness(root)
-    # Every to_thread of the run (memory search, audit write) goes to the executor the clock waits on.
-    asyncio.get_running_loop().set_default_executor(h.workers)
     turns: list[dict[str, Any]] = []
     try:
-        async with h.output:
-            await h.manager.start()
-            try:
-                for scenario in (question_answer, interruption, memory_search):
-                    turn = await scenario(h)
-                    turns.append(_report(h, turn, len(h.events)))
-            finally:
-                await h.manager.aclose()
+        # While the rig runs, every to_thread (memory search, audit write) goes to the executor its
+        # clock waits on.
+        async with h:
+            for scenario in (question_answer, interruption, memory_search):
+                turn = await scenario(h)
+                turns.append(_report(h, turn, len(h.events)))
     finally:
         h.memory.close()
     errors = [f"{e.code}: {e.message}" for e in h.events if isinstance(e, ErrorRaised)]

@@ -30,8 +30,6 @@ from openab_voice.diagnostics.agent_harness import (
     REMEMBERED,
     SESSION,
     Harness,
-    drive,
-    run_until,
 )
 from openab_voice.engine.events import (
     BotUtteranceFinished,
@@ -58,13 +56,9 @@ class Turn:
         self.checks.append({"name": name, "passed": bool(ok), "detail": detail})
 
 
-def _in_order(events: list[Event], predicates: list[Callable[[Event], bool]]) -> bool:
-    """True when events matching each predicate occur in this order (as a subsequence)."""
-    i = 0
-    for event in events:
-        if i < len(predicates) and predicates[i](event):
-            i += 1
-    return i == len(predicates)
+def _say(h: Harness, text: str, *, began: float | None = None) -> None:
+    """A final transcript of 1.5 s of speech (or since ``began``) that ended now."""
+    h.say(text, began=h.now() - 1.5 if began is None else began)
 
 
 def _state(to: str) -> Callable[[Event], bool]:
@@ -77,10 +71,10 @@ def _metric(name: str) -> Callable[[Event], bool]:
 
 async def question_answer(h: Harness) -> Turn:
     turn = Turn("question_answer", len(h.events), h.clock.monotonic())
-    h.say("What is the capital of France?")
-    done = await run_until(h, h.finished("turn-1"))
+    _say(h, "What is the capital of France?")
+    done = await h.clock.run_until(h.finished("turn-1"))
     turn.check("answer finished", done)
-    states = h.states(turn.start)
+    states = h.states(since=turn.start)
     expected = ["listening->thinking", "thinking->speaking", "speaking->listening"]
     turn.check("state sequence", states == expected, states)
     order = [
@@ -92,7 +86,7 @@ async def question_answer(h: Harness) -> Turn:
         _state("listening"),
         lambda e: isinstance(e, BotUtteranceFinished),
     ]
-    turn.check("event order", _in_order(h.events[turn.start :], order))
+    turn.check("event order", h.events.in_order(*order, since=turn.start))
     played = h.played_sentences(turn.started_at)
     sentences = ["Paris is the capital of France.", "It is known for the Eiffel Tower."]
     turn.check("playback order", played == sentences, played)
@@ -104,14 +98,14 @@ async def question_answer(h: Harness) -> Turn:
 
 async def interruption(h: Harness) -> Turn:
     turn = Turn("interruption", len(h.events), h.clock.monotonic())
-    h.say("Tell me about the Eiffel Tower.")
+    _say(h, "Tell me about the Eiffel Tower.")
     second = "It was built for the World's Fair."
-    playing = await run_until(h, lambda: second in h.played_sentences())
+    playing = await h.clock.run_until(lambda: second in h.played_sentences())
     turn.check("second sentence playing", playing)
-    await drive(h, 0.2)
+    await h.run(0.2)
     barge_at = h.clock.monotonic()
     closed_before = h.chat.closed_early
-    h.hear(
+    h.sense(
         SpeechStarted(
             at=barge_at,
             session_id=SESSION,
@@ -122,22 +116,22 @@ async def interruption(h: Harness) -> Turn:
             confidence=0.9,
         )
     )
-    stopped = await run_until(h, lambda: h.manager.state is DialogueState.LISTENING, limit_s=1.0)
+    stopped = await h.clock.run_until(lambda: h.manager.state is DialogueState.LISTENING, limit_s=1.0)
     turn.check("back to listening", stopped)
-    states = h.states(turn.start)
+    states = h.states(since=turn.start)
     cut = ["speaking->interrupted", "interrupted->listening"]
     turn.check(
         "speaking -> interrupted -> listening",
         any(states[i : i + 2] == cut for i in range(len(states))),
         states,
     )
-    turn.check("interruption event", bool(h.since(turn.start, InterruptionDetected)))
+    turn.check("interruption event", bool(h.events.of(InterruptionDetected, since=turn.start)))
     late = [t for _, _, t in h.output.played if t > barge_at + 0.02]
     turn.check("sound stopped within one frame", not late, f"{len(late)} frames after the interruption")
     turn.check("chat stream cancelled", h.chat.closed_early == closed_before + 1)
     open_tts = set(h.tts.requested) - set(h.tts.completed) - set(h.tts.closed_early)
     turn.check("no speech synthesis left running", not open_tts, sorted(open_tts))
-    barge = [e.value_ms for e in h.since(turn.start, LatencyMeasured) if e.metric == "barge_in_ms"]
+    barge = [e.value_ms for e in h.events.of(LatencyMeasured, since=turn.start) if e.metric == "barge_in_ms"]
     turn.check("barge-in latency", bool(barge) and max(barge) < BARGE_IN_TARGET_MS, barge)
     utt = h.utterance("turn-2")
     first = "The Eiffel Tower was finished in 1889."
@@ -153,7 +147,7 @@ async def interruption(h: Harness) -> Turn:
 async def _interrupting_question_answered(h: Harness, turn: Turn, barge_at: float, heard: list[str]) -> None:
     """The interrupting speech is transcribed and becomes the next turn, which is answered after
     the sentences ``heard`` before the cut."""
-    await drive(h, 0.4)
+    await h.run(0.4)
     h.hear(
         TranscriptPartial(
             at=h.clock.monotonic(),
@@ -166,11 +160,13 @@ async def _interrupting_question_answered(h: Harness, turn: Turn, barge_at: floa
             audio_end=h.clock.monotonic(),
         )
     )
-    await drive(h, 0.5)
-    h.say("Actually, how tall is it?", began=barge_at)
-    answered = await run_until(h, h.finished("turn-3"))
+    await h.run(0.5)
+    _say(h, "Actually, how tall is it?", began=barge_at)
+    answered = await h.clock.run_until(h.finished("turn-3"))
     turn.check("interrupting question answered", answered and h.assistant_text()[-1] == ANSWER_3)
-    resumed = [e for e in h.since(turn.start, DialogueStateChanged) if e.cause == "false_interruption"]
+    resumed = [
+        e for e in h.events.of(DialogueStateChanged, since=turn.start) if e.cause == "false_interruption"
+    ]
     turn.check("no false-interruption resume", not resumed)
     played = h.played_sentences(turn.started_at)
     turn.check("playback order", played == [*heard, ANSWER_3], played)
@@ -181,10 +177,10 @@ async def memory_search(h: Harness) -> Turn:
     health = h.memory.health
     turn.check("memory healthy", health.ok, f"{health.code or 'ok'}: {health.reason}")
     turn.check("record stored", h.memory.record_id is not None, h.memory.record_id)
-    h.say("How do I take my coffee?")
-    done = await run_until(h, h.finished("turn-4"))
+    _say(h, "How do I take my coffee?")
+    done = await h.clock.run_until(h.finished("turn-4"))
     turn.check("answer finished", done)
-    states = h.states(turn.start)
+    states = h.states(since=turn.start)
     expected = [
         "listening->thinking",
         "thinking->tool_running",
@@ -193,7 +189,7 @@ async def memory_search(h: Harness) -> Turn:
         "speaking->listening",
     ]
     turn.check("state sequence", states == expected, states)
-    handled = [[e.name, e.ok] for e in h.since(turn.start, ToolCallHandled)]
+    handled = [[e.name, e.ok] for e in h.events.of(ToolCallHandled, since=turn.start)]
     turn.check("tool ran through the router", handled == [[MEMORY_SEARCH, True]], handled)
     audited = [[a.tool, a.outcome, a.duration_ms] for a in h.audit.entries if a.tool == MEMORY_SEARCH]
     # Zero virtual milliseconds: the clock stood still while the search worked on its thread.
@@ -219,5 +215,5 @@ async def memory_search(h: Harness) -> Turn:
         lambda e: isinstance(e, ToolCallHandled),
         _state("speaking"),
     ]
-    turn.check("event order", _in_order(h.events[turn.start :], order))
+    turn.check("event order", h.events.in_order(*order, since=turn.start))
     return turn

@@ -1,24 +1,12 @@
 """``openab-voice self-test audio``: the real front end on real speech, offline, with honest results.
 
-Scenes (all from the shipped Piper clips, run through :class:`~openab_voice.audio.frontend.FrontEnd`
-exactly as Discord audio would be: 48 kHz stereo 20 ms frames, resampled, APM, VAD, echo gate):
-
-* **echo only**: the bot plays ``far_end`` twice; one listener's microphone hears only a delayed
-  (120 ms), attenuated (-10 dB), reverberated (RT60 150 ms) copy plus a -70 dBFS noise floor. No
-  speech start may pass the gate, and none may count as an interruption. ERLE is measured over the
-  second playback (the first is the AEC's convergence time); target >= 35 dB.
-* **double talk**: a second listener hears the same echo while ``alice`` speaks over the second
-  playback; her speech must still be detected as user speech during playback.
-* **VAD**: ``bob`` alone must start and end a speech segment near the true boundaries; white noise
-  at -40 dBFS must not start one.
-* **latency**: APM time per 10 ms frame per speaker (target P95 <= 250 us), VAD time per window.
-* **APM comparison** (``apm_comparison``): every APM provider on the echo-only path, fed directly
-  (:mod:`openab_voice.audio.apm_compare`): ERLE and time per 10 ms frame side by side. Informational:
-  only the configured provider is judged; one that is not installed shows its error, not a number.
-
-Providers are the configured real ones; an unavailable or degraded provider fails the test (no
-faked pass). Nothing touches the network. The clock is a :class:`~openab_voice.clock.FakeClock`
-advanced per frame, so the run takes as long as the processing does.
+Scenes built from the shipped Piper clips and run through :class:`~openab_voice.audio.frontend.FrontEnd`
+as Discord audio would be: **echo only** (no speech start may pass the gate; ERLE over the second
+playback), **double talk**, **VAD** boundaries and noise, **latency** of APM and VAD per frame
+(:data:`APM_P95_TARGET_US`), and an informational **APM comparison**
+(:mod:`openab_voice.audio.apm_compare`). Providers are the configured real ones: an unavailable or
+degraded provider fails the test. No network; a :class:`~openab_voice.clock.FakeClock` per frame.
+Scene parameters and targets: docs/adr/0003-webrtc-apm-provider.md.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
-from openab_voice.providers.realtime_openai import RealtimeConnector
-from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.providers.chat import ChatModel
+from openab_voice.providers.realtime import RealtimeConnector
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.base import SpeechToText
 from openab_voice.stt.utterances import TranscriberSettings
 

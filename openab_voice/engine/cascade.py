@@ -16,7 +16,8 @@ from openab_voice.engine.response import ResponseDeps, ToolPath
 from openab_voice.engine.settings import DialogueMode
 from openab_voice.engine.state import DiscardResponse, InterruptResponse, StartResponse
 from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
-from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.providers.chat import ChatModel
+from openab_voice.providers.tts import TextToSpeech
 
 __all__ = ["CascadeEngine", "cascade_engine"]
 

@@ -1,24 +1,12 @@
 """Short-term conversation context for one voice channel.
 
-What the model sees is what happened in the room:
-
-* user turns, attributed to their speaker: ``name`` on every message (APIs that take it); in the
-  text only when more than one person spoke, as a system line naming them and ``Bob says: ...``.
-  Never a transcript-shaped ``Bob: ...`` label: a small model continues that shape and answers
-  with a label of its own ("bob: I'm glad ...", measured with SmolLM2-135M in the demo). A single
-  speaker's text goes in as said;
-* for each turn, only the assistant text that was *heard*: sentences whose audio was fully played.
-  Interrupted or failed speech never enters (the manager commits through :meth:`record_heard` with
-  what the playback position covers, nothing else);
-* channel notes: things humans said to each other, not to the bot, kept as context it must not
-  answer, quoted (``Bob said to the others, not to you: "..."``).
-
-Bounded: the newest ``max_turns`` turns and ``max_notes`` notes. Tool calls and results live only as
-long as the response that made them. Not thread-safe: the conversation manager's loop owns it.
-
-Long-term memory is not history: what a :class:`MemoryRecall` returns for a turn goes into that
-turn's request as one separate system message (:func:`with_memory`), after the system lines and
-before the history, and is never recorded here.
+What the model sees is what happened in the room: user turns attributed to their speaker (``name``
+on every message; ``Bob says: ...`` in the text only when several people spoke, never a
+transcript-shaped ``Bob: ...`` label), only the assistant text that was *heard*
+(:meth:`record_heard`), and channel notes (what humans said to each other, quoted). Bounded by
+``max_turns`` and ``max_notes``; tool calls live only as long as their response. Not thread-safe: the
+conversation manager's loop owns it. Long-term memory is not history: :func:`with_memory` adds a
+turn's recall as one system message, never recorded here. Why: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
@@ -28,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from openab_voice.providers.speech import ChatMessage
+from openab_voice.providers.chat import ChatMessage
 
 __all__ = ["ChannelNote", "Exchange", "MemoryRecall", "ShortTermContext", "UserUtterance", "with_memory"]
 

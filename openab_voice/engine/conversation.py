@@ -1,39 +1,18 @@
 """The conversation manager for one voice channel.
 
 It hears its session directly, never through the bus: transcripts from the session's
-:class:`~openab_voice.engine.desk.TranscriptDesk` (``TranscriptFinal`` / ``TranscriptPartial`` /
-``TranscriptDiscarded``, ``TranscriptSpeculative`` / ``SpeculationWithdrawn`` for preemptive
-generation: an answer prepared while the end of speech is still being confirmed, said only if the
-final asks the same; and, by :meth:`~ConversationManager.hear_claimed`, the finals an intake took)
-and speech events (``SpeechStarted`` / ``SpeechEnded``) from the front end's speech sink, in the
-callback that delivers their frames. :meth:`~ConversationManager.hear` feeds them through one inbox
-to one loop task, together with the progress reports of the running response.
-
-The loop delegates: :class:`~openab_voice.engine.hearing.Hearing` decides turns and barge-ins from
-what was heard; every decision goes through the pure state machine
+:class:`~openab_voice.engine.desk.TranscriptDesk` and speech events from the front end's speech sink,
+fed by :meth:`~ConversationManager.hear` through one inbox to one loop task, with the running
+response's progress reports. The loop delegates: :class:`~openab_voice.engine.hearing.Hearing`
+decides turns and barge-ins, every decision goes through the pure state machine
 (:mod:`openab_voice.engine.state`), and :class:`~openab_voice.engine.dispatcher.EffectDispatcher`
-is the one place that applies its effects (the response ones through the voice engine): start a
-response, interrupt it (output stopped first, tasks cancelled, heard sentences committed,
-false-interruption recovery armed after a barge-in), commit a finished one, or discard a failed one
-and recover to listening. The manager owns the life cycle, the inbox and the false-interruption
-window's timer.
-
-Recoverable errors (see :mod:`openab_voice.engine.state`) all pass through ``recovering``: a failed
-response is discarded first; a failed speech-to-text decode (the desk hands on the transcriber's
-``ErrorRaised`` with ``stage="stt"``) needs no cleanup, its utterance already discarded; after a
-failed memory recall (``MEMORY_RECALL_FAILED``) the turn is answered again, without memory.
-
-Published: ``DialogueStateChanged`` (every transition), ``TurnAccepted`` / ``TurnIgnored``,
-``InterruptionDetected``, ``BotUtteranceFinished``, ``ErrorRaised``, ``LatencyMeasured``
-(``barge_in_ms`` here; ``eou_to_first_audio_ms`` and ``tts_first_chunk_ms`` from the runner),
-``ToolCallHandled`` (runner) and ``SpeechDropped`` (an announcement whose cause expired: here while
-queued, in the runner once started; see :mod:`openab_voice.engine.expiry`).
+applies its effects. The manager owns the life cycle, the inbox and the false-interruption timer.
+What it hears and publishes, and how errors recover: docs/adr/0015-data-path-by-direct-calls.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from dataclasses import dataclass
 
@@ -60,8 +39,10 @@ from openab_voice.engine.state import (
     Stop,
 )
 from openab_voice.engine.turns import Roster
-from openab_voice.errors import ConfigError
-from openab_voice.providers.speech import ChatModel, TextToSpeech
+from openab_voice.errors import ConfigError, ErrorCode
+from openab_voice.lifecycle import Lifecycle
+from openab_voice.providers.chat import ChatModel
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
     TranscriptDiscarded,
@@ -74,15 +55,6 @@ from openab_voice.tasks import TaskOwner
 __all__ = ["ConversationManager"]
 
 log = logging.getLogger(__name__)
-
-
-class _Phase(enum.Enum):
-    """Where the manager is in its life (it only moves forward)."""
-
-    NEW = "new"
-    STARTING = "starting"  # the engine opens: reports and announcements queue, nothing is heard yet
-    LISTENING = "listening"  # the loop runs
-    CLOSED = "closed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,7 +183,10 @@ class ConversationManager:
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue()
         self._tasks = TaskOwner(f"conversation {session_id}")  # the loop and the interruption window
         self._timer: asyncio.Task[None] | None = None
-        self._phase = _Phase.NEW
+        self._life = Lifecycle("conversation manager")
+        # The domain part of running: False while the engine opens (reports and announcements queue,
+        # nothing is heard yet), True once the loop runs.
+        self._listening = False
 
     # --- public --------------------------------------------------------------------------------
 
@@ -243,49 +218,49 @@ class ConversationManager:
             cause: what makes it true; checked when its turn comes, before synthesis and before its
                 first frame. Once expired the line is dropped (``SpeechDropped``), never said late.
         """
-        if self._phase is not _Phase.CLOSED:
+        if not self._life.closed:
             self._inbox.put_nowait(_Announce(text=text, cause=cause))
 
     def hear(self, event: _Heard) -> None:
         """What the session heard: a transcript event or a speech-to-text failure (the desk) or a
         speech boundary (the front end's speech sink), in order; handled by the loop. Ignored before :meth:`start` and after
         :meth:`aclose`."""
-        if self._phase is _Phase.LISTENING:
+        if self._listening and not self._life.closed:
             self._inbox.put_nowait(event)
 
     def hear_claimed(self, final: TranscriptFinal) -> None:
         """A final an intake took (a task or memory request): not a dialogue turn, but a valid
         interruption (recorded as ``TurnIgnored(reason="action_request")``)."""
-        if self._phase is _Phase.LISTENING:
+        if self._listening and not self._life.closed:
             self._inbox.put_nowait(_Claimed(final=final))
 
     async def start(self) -> None:
         """Begin listening (what :meth:`hear` is given from now on) and start the loop. Once only."""
-        if self._phase is _Phase.CLOSED:
+        if self._life.closed:
             return  # closed first: nothing is opened
-        if self._phase is not _Phase.NEW:
+        if not self._life.new:  # RuntimeError kept: callers and tests match on it
             raise RuntimeError("the conversation manager was already started")
-        self._phase = _Phase.STARTING
+        self._life.start()
         await self._responses.open()
-        if self._phase is _Phase.STARTING:  # a close while the engine opened wins: nothing heard, no loop
+        if not self._life.closed:  # a close while the engine opened wins: nothing heard, no loop
             await self._dialogue.dispatch(Start())  # no effect to apply: it does not yield
-            self._phase = _Phase.LISTENING
+            self._listening = True
             self._tasks.spawn(self._run(), name=f"conversation-{self._session_id}")
 
     async def aclose(self) -> None:
         """Stop listening, cut any response (heard text still committed), end every task. Idempotent."""
-        if self._phase is _Phase.CLOSED:
+        if not self._life.begin_close():
             return
-        self._phase = _Phase.CLOSED
         await self._tasks.aclose()
         if self._dialogue.snapshot.state is not DialogueState.IDLE:
             await self._dialogue.dispatch(Stop(reason="closed"))
         await self._responses.aclose()  # responses that outlived their bound
+        self._life.finish_close()
 
     # --- inbox ---------------------------------------------------------------------------------
 
     def _report(self, item: DialogueInput) -> None:
-        if self._phase is not _Phase.CLOSED:
+        if not self._life.closed:
             self._inbox.put_nowait(item)
 
     async def _run(self) -> None:
@@ -295,7 +270,9 @@ class ConversationManager:
                 await self._handle(item)
             except Exception as exc:  # a bug must not silence the channel; cancellation still ends the loop
                 log.exception("conversation %s failed on %s", self._session_id, type(item).__name__)
-                self._dialogue.error("ENGINE_INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", retryable=True)
+                self._dialogue.error(
+                    ErrorCode.ENGINE_INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", retryable=True
+                )
 
     async def _handle(self, item: _Item) -> None:
         match item:

@@ -1,22 +1,12 @@
 """The transcript desk: one voice session's recognized speech, from its transcriber to its consumers.
 
-The data path is direct calls, not the bus (ADR 0015). The transcriber hands every event it
-recognized to :meth:`TranscriptDesk.route` (after publishing it for observers), and the desk passes
-it on synchronously, so each event is handled before the next one is routed:
-
-* a ``TranscriptFinal`` is offered to the intakes in order (the task phrase, "remember that ...");
-  each parses its own phrase once and acts on it. The first that takes it ends the offer, and the
-  conversation only hears that it was claimed (not a turn, but a valid interruption). A final nobody
-  took goes to the conversation as heard;
-* a ``TranscriptSpeculative`` that an intake would take never reaches the conversation (no answer
-  is prepared for a request); other speculatives, partials, withdrawals and discards go straight
-  to it;
-* a speech-to-text failure (``ErrorRaised`` with ``stage="stt"``) goes to the conversation, which
-  passes through ``recovering`` for it (the spec's recoverable STT error);
-* other observations (latency, backlog, errors) stop here: the bus already carried them.
-
-A consumer that raises is logged and skipped: the others, later events and the transcriber go on.
-The desk is per session, so nothing here filters by ``session_id``.
+The data path is direct calls, not the bus (ADR 0015): :meth:`TranscriptDesk.route` passes each event
+on synchronously. A ``TranscriptFinal`` is offered to the intakes in order (the task phrase,
+"remember that ..."); the first that takes it ends the offer and the conversation only hears it was
+claimed, else the conversation hears it. A speculative an intake would take never reaches the
+conversation; other transcript events and STT ``ErrorRaised`` go to it; other observations stop here.
+A consumer that raises is logged and skipped. Routing rules in detail:
+docs/adr/0015-data-path-by-direct-calls.md.
 """
 
 from __future__ import annotations

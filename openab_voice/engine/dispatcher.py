@@ -29,7 +29,6 @@ from openab_voice.engine.duplex import DuplexVoiceEngine
 from openab_voice.engine.events import DialogueStateChanged
 from openab_voice.engine.expiry import AnnouncementQueue
 from openab_voice.engine.interruption import InterruptionController, ResumePlan, resume_plan
-from openab_voice.engine.response import MEMORY_RECALL_FAILED
 from openab_voice.engine.state import (
     BUSY,
     CommitResponse,
@@ -37,7 +36,6 @@ from openab_voice.engine.state import (
     DialogueState,
     DiscardResponse,
     Effect,
-    IllegalTransition,
     InterruptResponse,
     Recover,
     Recovered,
@@ -51,6 +49,7 @@ from openab_voice.engine.state import (
 )
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.engine.turns import FloorLog
+from openab_voice.errors import ErrorCode, IllegalTransition
 
 __all__ = ["EffectDispatcher"]
 
@@ -198,7 +197,11 @@ class EffectDispatcher:
             case DiscardResponse():
                 await self._responses.discard(effect)
                 running, self._running = self._running, None
-                if effect.code == MEMORY_RECALL_FAILED and running is not None and running[1].recall:
+                if (
+                    effect.code == ErrorCode.MEMORY_RECALL_FAILED
+                    and running is not None
+                    and running[1].recall
+                ):
                     self._retry = running  # answered again once recovered (see answer_again)
                 # An engine still reconnecting reports Recovered itself once its new session is up.
                 return Recovered() if self._responses.ready else None

@@ -1,20 +1,12 @@
 """The engine seam: what a voice engine declares (:class:`EngineCapabilities`) and what the
 conversation manager drives (:class:`DuplexVoiceEngine`).
 
-The conversation manager owns everything engine-neutral: who may speak to the bot (the turn policy
-and the wake-name rule), when a turn ends and when the bot is interrupted (our VAD, echo gate and
-interruption controller), the dialogue state machine, and the heard-only short-term context. An
-engine only produces speech for the turns the manager gives it, writing it through a
-:class:`~openab_voice.engine.handle.SpeechHandle` into the same playback path, and reports its
-progress back as state-machine inputs. Two implementations:
-
-* the cascade (:mod:`openab_voice.engine.cascade`): chat model -> sentence segmenter -> TTS;
-* the realtime engine (:mod:`openab_voice.engine.realtime`): a speech-to-speech provider (OpenAI
-  Realtime) with its own turn detection off, fed the accepted speaker's turn audio, cut at the
-  position actually played.
-
-Capabilities are declared, never guessed from a name: a batch STT + TTS pair is a valid engine, but a
-half-duplex one, and says so (``full_duplex`` False, ``interruption`` False).
+The conversation manager owns everything engine-neutral (turn policy, end of turn, interruption,
+the state machine, the heard-only context). An engine only produces speech for the turns it is
+given, through a :class:`~openab_voice.engine.handle.SpeechHandle`, and reports progress as
+state-machine inputs. Two implementations: the cascade (:mod:`openab_voice.engine.cascade`) and
+the realtime engine (:mod:`openab_voice.engine.realtime`). Capabilities are declared, never guessed
+from a name. In detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations

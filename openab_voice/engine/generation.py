@@ -17,18 +17,11 @@ from openab_voice.engine.context import with_memory
 from openab_voice.engine.events import ToolCallHandled
 from openab_voice.engine.handle import SpeechHandle
 from openab_voice.engine.hold import ResponseReports
-from openab_voice.engine.response import (
-    MEMORY_RECALL_FAILED,
-    ResponseDeps,
-    ResponseError,
-    ResponseRequest,
-    close_stream,
-    stage,
-)
+from openab_voice.engine.response import ResponseDeps, ResponseRequest, close_stream, stage
 from openab_voice.engine.segmenter import SentenceSegmenter
 from openab_voice.engine.state import ToolFinished, ToolStarted
-from openab_voice.errors import OpenabError
-from openab_voice.providers.speech import (
+from openab_voice.errors import ErrorCode, OpenabError, ResponseError
+from openab_voice.providers.chat import (
     ChatDone,
     ChatMessage,
     ChatModel,
@@ -124,7 +117,9 @@ class Generation:
             # A recoverable memory error: the response fails (recovering), and the conversation
             # answers the turn again without memory, rather than not at all.
             cause = exc.code if isinstance(exc, OpenabError) else type(exc).__name__
-            raise ResponseError(f"memory: {cause}: {exc}", code=MEMORY_RECALL_FAILED, stage="memory") from exc
+            raise ResponseError(
+                f"memory: {cause}: {exc}", code=ErrorCode.MEMORY_RECALL_FAILED, stage="memory"
+            ) from exc
         return with_memory(messages, lines)
 
     async def _stream_round(

@@ -1,19 +1,14 @@
 """Interruption control: when user speech cuts the bot off, and when that was a false alarm.
 
-Barge-in: a :class:`~openab_voice.audio.events.SpeechStarted` (published only for onsets the echo
-gate accepted, so never the bot's own echo) while a response runs (``thinking``, ``speaking`` or
-``tool_running``) in full-duplex mode becomes a :class:`~openab_voice.engine.state.BargeIn`. In
-turn-based mode nothing interrupts. The interrupting speech itself is untouched: the transcriber
-keeps capturing it and its final transcript becomes the next turn.
-
-False interruption: after a barge-in the controller holds a :class:`ResumePlan` (the cut sentence
-and the generated ones after it). The interruption is real once the interrupting speaker's words
-show up (a non-empty partial, or a final the turn policy accepts). It was false, and the plan is
-returned for the manager to resume, when the transcriber discards the utterance (a cough), when its
-final is not a turn (said to someone else), or when the window passes with no transcript while the
-speaker is silent. Any accepted turn drops the plan.
-
-Pure bookkeeping: no I/O and no clock; the manager runs the window timer and passes back its token.
+Barge-in: in full-duplex mode a :class:`~openab_voice.audio.events.SpeechStarted` (only onsets the
+echo gate accepted) while a response runs (``thinking``, ``speaking``, ``tool_running``) becomes a
+:class:`~openab_voice.engine.state.BargeIn`; in turn-based mode nothing interrupts. The interrupting
+speech is still transcribed and its final becomes the next turn. After a barge-in the controller
+holds a :class:`ResumePlan` (the cut sentence and those after it). The interruption is real once the
+speaker's words show up (a non-empty partial, or an accepted final); it was false, and the plan goes
+back to the manager to resume, when the utterance is discarded (a cough), its final is not a turn,
+or the window passes with no transcript while the speaker is silent. Any accepted turn drops the
+plan. Pure bookkeeping: no I/O, no clock; the manager runs the window timer and passes back its token.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """The response subgraph's contract: what a response is asked, what it runs on, how it fails.
 
 A response is chat model -> sentence segmenter -> TTS -> output, with tool rounds, run as one task
-the conversation manager owns. Its parts live beside this module:
-
-* :mod:`~openab_voice.engine.runner`: :class:`~openab_voice.engine.runner.ResponseRunner` runs one
-  response, a task group of the two halves joined by a sentence queue, and reports its end;
-* :mod:`~openab_voice.engine.generation`: the generate half (the model's sentences, tool rounds,
-  long-term memory);
-* :mod:`~openab_voice.engine.speaking`: the speak half (synthesis, audio in whole frames, playback,
-  and the checks of the response's cause);
-* :mod:`~openab_voice.engine.hold`: a response prepared ahead of its turn, and the reports it keeps
-  back until the turn is confirmed.
-
-Here: the request (:class:`ResponseRequest`), the providers every response of a conversation shares
-(:class:`ResponseDeps`), the one tool path (:data:`ToolPath`), and the error a response fails with
-(:class:`ResponseError`, named by :func:`stage`).
+the conversation manager owns. Its parts live beside this module: :mod:`~openab_voice.engine.runner`
+(:class:`~openab_voice.engine.runner.ResponseRunner`: one response, a task group of the two halves
+joined by a sentence queue, reporting its end); :mod:`~openab_voice.engine.generation` (the generate
+half: the model's sentences, tool rounds, long-term memory); :mod:`~openab_voice.engine.speaking`
+(the speak half: synthesis, whole frames, playback, the checks of the response's cause); and
+:mod:`~openab_voice.engine.hold` (a response prepared ahead of its turn, its reports held back until
+the turn is confirmed). Here: the request (:class:`ResponseRequest`), the providers every response of
+a conversation shares (:class:`ResponseDeps`), the one tool path (:data:`ToolPath`), and the error a
+response fails with (:class:`ResponseError`, named by :func:`stage`).
 """
 
 from __future__ import annotations
@@ -30,14 +25,13 @@ from openab_voice.engine.context import MemoryRecall
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechOutput
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.errors import OpenabError
-from openab_voice.providers.speech import ChatMessage, ChatModel, TextToSpeech
+from openab_voice.errors import ErrorCode, OpenabError, ResponseError
+from openab_voice.providers.chat import ChatMessage, ChatModel
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.tools.router import ToolRouter
 
 __all__ = [
-    "MEMORY_RECALL_FAILED",
     "ResponseDeps",
-    "ResponseError",
     "ResponseRequest",
     "ToolPath",
     "close_stream",
@@ -48,17 +42,6 @@ __all__ = [
 ToolPath: TypeAlias = ToolRouter
 """The one tool path: the :class:`~openab_voice.tools.router.ToolRouter` (budgets, truncation, audit;
 off, it runs nothing). A bare :class:`~openab_voice.tools.registry.ToolRegistry` is not one (ADR 0011)."""
-
-
-MEMORY_RECALL_FAILED = "MEMORY_RECALL_FAILED"
-"""The code a response fails with when long-term memory could not be recalled for its turn."""
-
-
-class ResponseError(OpenabError):
-    """A provider failed while a response ran; ``stage`` is ``llm``, ``tts``, ``playback``, ``tools`` or ``memory``."""
-
-    code = "ENGINE_RESPONSE_FAILED"
-    retryable = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,7 +100,7 @@ def stage(name: str, *, passing: tuple[type[Exception], ...] = ()) -> Iterator[N
     except Exception as exc:
         if isinstance(exc, (ResponseError, *passing)):
             raise
-        code = exc.code if isinstance(exc, OpenabError) else f"{name.upper()}_FAILED"
+        code = exc.code if isinstance(exc, OpenabError) else ErrorCode(f"{name.upper()}_FAILED")
         raise ResponseError(f"{name}: {type(exc).__name__}: {exc}", code=code, stage=name) from exc
 
 

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from openab_voice.engine.generation import Generation
 from openab_voice.engine.handle import PlayedPosition, SpeechHandle
 from openab_voice.engine.hold import Hold, ResponseReports
-from openab_voice.engine.response import ResponseDeps, ResponseError, ResponseRequest
+from openab_voice.engine.response import ResponseDeps, ResponseRequest
 from openab_voice.engine.speaking import Speaking
 from openab_voice.engine.state import DialogueInput, ResponseFailed, ResponseFinished
-from openab_voice.errors import OpenabError
+from openab_voice.errors import OpenabError, ResponseError
 
 __all__ = ["ResponseRunner"]
 

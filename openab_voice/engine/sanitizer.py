@@ -1,27 +1,12 @@
 """Turn model text into something a TTS voice can say.
 
-Chat models write for screens: Markdown, code, links, emoji and Discord markup. Read aloud, these
-become noise ("asterisk asterisk", a URL spelled out, a snowflake id), so :func:`speakable` keeps the
-words and drops the rest before anything reaches TTS:
-
-- fenced code blocks and inline code are removed (code is for the text channel, not the voice);
-- Markdown links and images become their text; bare URLs and ``<https://...>`` autolinks vanish;
-- headers, quotes, list markers, table pipes, emphasis, strikethrough and spoilers lose their marks;
-- Discord markers go: custom emoji ``<:name:id>`` / ``<a:name:id>``, ``:shortcode:`` emoji and
-  stickers, timestamps; user mentions are read as "someone", role and channel mentions as "a role" /
-  "a channel" (ids are never spoken);
-- Unicode emoji and pictographs are removed;
-- a leading speaker label is removed: ``Alice:``, ``Jarvis:``, ``assistant:`` or ``user:``, any number
-  of them, with or without emphasis marks. Small models continue a transcript-shaped context by
-  writing the next line of it ("bob: I'm glad ...", or "Jarvis says: ..."); the label was never meant
-  to be said. Only
-  labels the caller names (the speakers, the bot) and chat role words count, so "Note: ..." stays;
-- the bot's own name said as a vocative at the start ("Jarvis, ...") is removed, and a sentence that
-  is nothing but the bot's name or a role word ("Jarvis.") becomes ``""``: a 135M model answers a
-  question that began with the wake name by repeating it;
-- whitespace is collapsed and text with no letter or digit left becomes ``""``.
-
-Pure and deterministic: no I/O, safe on any thread.
+:func:`speakable` keeps the words and drops what a voice should not read: code (fenced and inline),
+link and image syntax (bare URLs vanish), Markdown marks, Discord markup (emoji, stickers,
+timestamps; mentions become "someone" / "a role" / "a channel"), Unicode emoji, leading speaker
+labels the caller names and chat role words, and the bot's own name as a leading vocative (a
+sentence that is only that name becomes ``""``); whitespace is collapsed and text with no letter or
+digit left becomes ``""``. Pure and deterministic: no I/O, safe on any thread.
+The rules and why: docs/adr/0008-llama-cpp-without-amx.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Cut streamed model text into sentences that TTS can start on while the model is still writing.
 
-:class:`SentenceSegmenter` receives text deltas as the chat model streams them and returns each
-sentence as soon as its end is certain, so the first sentence is synthesized while the rest is being
-generated. A sentence ends at ``.``, ``!``, ``?``, ``…`` (and their CJK forms) followed by
-whitespace, or at a newline. A terminator at the very end of the buffer waits for the next delta:
-"3." may become "3.5" and "e." may become "e.g.". Not sentence ends: abbreviations ("e.g.", "Dr.",
-"vs."), initials ("J. R. R."), decimals ("3.5"), numbered-list markers ("1. "), and anything inside
-a fenced code block, which is skipped entirely (code goes to the text channel, not the voice).
-
-With ``first_clause_chars`` set (the cascade's responses), the **first** piece ends at the first clause
-boundary once it is that long, even before the first sentence's end: the bot's first audio waits for
-the synthesis of "Paris is the capital of France," rather than of the whole first sentence (Piper
-takes about 20 ms per word of a sentence before any of it is heard).
-
-A long run without a sentence end is cut at the last clause boundary (``,``, ``;``, ``:``, a dash)
-once it passes ``soft_limit`` characters, or at the last space past ``hard_limit``, so a model that
-never writes a full stop still gets a voice early.
-
-Every returned sentence has gone through :func:`~openab_voice.engine.sanitizer.speakable`; empty ones
-are dropped. Pure: no I/O, no clock.
+:class:`SentenceSegmenter` receives text deltas and returns each sentence as soon as its end is
+certain (``.``, ``!``, ``?``, ``…`` and CJK forms followed by whitespace, or a newline; not
+abbreviations, initials, decimals, list markers, nor anything in a fenced code block). With
+``first_clause_chars`` the first piece ends at the first clause boundary once that long; a long run
+without a sentence end is cut at a clause boundary past ``soft_limit`` or a space past ``hard_limit``.
+Every sentence goes through :func:`~openab_voice.engine.sanitizer.speakable`; empty ones are dropped.
+Pure: no I/O, no clock. Rationale and figures: docs/adr/0012-answer-while-the-end-is-confirmed.md.
 """
 
 from __future__ import annotations

@@ -15,8 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from openab_voice.engine.duplex import AudioFormat, DialogueMode, EngineCapabilities
-from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.speech import ChatCapabilities, TtsCapabilities
+from openab_voice.errors import ConfigError, ErrorCode, ProviderUnavailable
+from openab_voice.providers.chat import ChatCapabilities
+from openab_voice.providers.tts import TtsCapabilities
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
 from openab_voice.stt.base import SttCapabilities
 
 __all__ = [
@@ -67,7 +70,7 @@ class DialogueSettings:
             final confirms exactly that request, otherwise dropped unheard.
     """
 
-    mode: DialogueMode = DialogueMode.FULL_DUPLEX
+    mode: DialogueMode = DialogueMode(default_of(VoiceSettings, "assistant_mode"))
     wake_name: str | None = None
     bot_user_id: str | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -79,7 +82,7 @@ class DialogueSettings:
     max_tool_rounds: int = 3
     cancel_timeout_s: float = 2.0
     allow_half_duplex_fallback: bool = False
-    preemptive_generation: bool = True
+    preemptive_generation: bool = default_of(VoiceSettings, "preemptive_generation")
 
     def __post_init__(self) -> None:
         positive_ints = {
@@ -120,7 +123,7 @@ def negotiate(
         if not settings.allow_half_duplex_fallback:
             raise ProviderUnavailable(
                 f"full_duplex needs a streaming speech-to-text provider; {stt.name!r} is batch only",
-                code="ENGINE_FULL_DUPLEX_UNAVAILABLE",
+                code=ErrorCode.ENGINE_FULL_DUPLEX_UNAVAILABLE,
                 stt=stt.name,
                 fallback="set the dialogue mode to turn_based or allow the half-duplex fallback",
             )

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import assert_never
 
-from openab_voice.errors import OpenabError
+from openab_voice.errors import IllegalTransition
 
 __all__ = [
     "BUSY",
@@ -52,7 +52,6 @@ __all__ = [
     "DialogueState",
     "DiscardResponse",
     "Effect",
-    "IllegalTransition",
     "InterruptResponse",
     "ProviderFailed",
     "ProviderLost",
@@ -86,12 +85,6 @@ class DialogueState(StrEnum):
 
 BUSY = frozenset({DialogueState.THINKING, DialogueState.SPEAKING, DialogueState.TOOL_RUNNING})
 """States in which a response is running: user speech here is an interruption."""
-
-
-class IllegalTransition(OpenabError):
-    """An input that the current state does not accept (a bug in whoever sent it)."""
-
-    code = "ENGINE_ILLEGAL_TRANSITION"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

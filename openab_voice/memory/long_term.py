@@ -25,10 +25,12 @@ import numpy as np
 import numpy.typing as npt
 
 from openab_voice.clock import Clock
-from openab_voice.errors import ProviderUnavailable
+from openab_voice.errors import ErrorCode, ProviderUnavailable, VectorFileError
 from openab_voice.memory.embedder import Embedder
 from openab_voice.memory.sensitivity import refusal
-from openab_voice.memory.vectors import VectorFileError, VectorLog, read_vectors, vector_sha, write_vectors
+from openab_voice.memory.vectors import VectorLog, read_vectors, vector_sha, write_vectors
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.store import StoreSettings
 from openab_voice.store.memory_rows import MemoryRecord, MemoryRows, NewMemory, content_checksum
 
 __all__ = ["Health", "LongTermMemory", "MemoryHit", "MemoryKind", "SaveRefused"]
@@ -88,7 +90,13 @@ class LongTermMemory:
     """
 
     def __init__(
-        self, rows: MemoryRows, embedder: Embedder, *, path: Path, clock: Clock, min_score: float = 0.3
+        self,
+        rows: MemoryRows,
+        embedder: Embedder,
+        *,
+        path: Path,
+        clock: Clock,
+        min_score: float = default_of(StoreSettings, "memory_min_score"),
     ) -> None:
         self._rows = rows
         self._embedder = embedder
@@ -98,7 +106,9 @@ class LongTermMemory:
         self._lock = threading.Lock()
         self._index: Any = None
         self._log: VectorLog | None = None
-        self._health = Health(code="MEMORY_NOT_OPEN", reason="not checked yet", records=0, seconds=0.0)
+        self._health = Health(
+            code=ErrorCode.MEMORY_NOT_OPEN, reason="not checked yet", records=0, seconds=0.0
+        )
 
     @property
     def health(self) -> Health:
@@ -253,32 +263,39 @@ class LongTermMemory:
         if not self._path.exists():
             if rows:
                 return verdict(
-                    "MEMORY_INDEX_MISSING", f"{len(rows)} records but no vector file at {self._path}"
+                    ErrorCode.MEMORY_INDEX_MISSING, f"{len(rows)} records but no vector file at {self._path}"
                 )
             write_vectors(self._path, fingerprint=embedder.fingerprint, dim=embedder.dimension, items=())
             return verdict(None, "empty")
         try:
             vectors = read_vectors(self._path)
-        except (VectorFileError, OSError) as exc:
-            return verdict("MEMORY_INDEX_CORRUPT", str(exc))
+        except VectorFileError as exc:
+            return verdict(ErrorCode.MEMORY_INDEX_CORRUPT, exc.message)
+        except OSError as exc:
+            return verdict(ErrorCode.MEMORY_INDEX_CORRUPT, str(exc))
         if vectors.fingerprint != embedder.fingerprint or vectors.dim != embedder.dimension:
             return verdict(
-                "MEMORY_EMBEDDER_CHANGED",
+                ErrorCode.MEMORY_EMBEDDER_CHANGED,
                 f"vectors were made by {vectors.fingerprint}, the embedder is {embedder.fingerprint}",
             )
         if vectors.torn_bytes:
-            return verdict("MEMORY_INDEX_CORRUPT", f"the vector file ends in {vectors.torn_bytes} torn bytes")
+            return verdict(
+                ErrorCode.MEMORY_INDEX_CORRUPT, f"the vector file ends in {vectors.torn_bytes} torn bytes"
+            )
         if set(vectors.by_id) != set(rows):
             missing, orphans = len(set(rows) - set(vectors.by_id)), len(set(vectors.by_id) - set(rows))
             return verdict(
-                "MEMORY_INDEX_MISMATCH", f"{missing} rows without a vector, {orphans} vectors without a row"
+                ErrorCode.MEMORY_INDEX_MISMATCH,
+                f"{missing} rows without a vector, {orphans} vectors without a row",
             )
         for record_id, record in rows.items():
             if record.checksum != _checksum(record):
-                return verdict("MEMORY_ROW_CORRUPT", f"record {record_id} does not match its checksum")
+                return verdict(
+                    ErrorCode.MEMORY_ROW_CORRUPT, f"record {record_id} does not match its checksum"
+                )
             if record.vector_sha != vector_sha(vectors.by_id[record_id]):
                 return verdict(
-                    "MEMORY_INDEX_CORRUPT", f"the vector of record {record_id} does not match its row"
+                    ErrorCode.MEMORY_INDEX_CORRUPT, f"the vector of record {record_id} does not match its row"
                 )
         if rows:
             ids = np.fromiter(rows, dtype=np.int64, count=len(rows))
@@ -323,6 +340,6 @@ def _faiss() -> Any:
     except ImportError:
         raise ProviderUnavailable(
             "long-term memory needs faiss-cpu: pip install 'openab-voice[memory]'",
-            code="PROVIDER_UNAVAILABLE",
+            code=ErrorCode.PROVIDER_UNAVAILABLE,
         ) from None
     return faiss

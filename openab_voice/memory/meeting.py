@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from openab_voice.providers.speech import ChatDone, ChatEvent, ChatMessage, ChatModel, TextDelta
+from openab_voice.providers.chat import ChatDone, ChatEvent, ChatMessage, ChatModel, TextDelta
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.store import StoreSettings
 from openab_voice.store.transcripts import LineKind, RecordedSession, StoredLine, TranscriptStore
 
 __all__ = ["MeetingRecords", "Refusal", "Summary", "TranscriptExport", "render_json", "render_text"]
@@ -70,7 +72,7 @@ class MeetingRecords:
         store: TranscriptStore | None,
         *,
         chat: ChatModel | None = None,
-        summary_chars: int = 12_000,
+        summary_chars: int = default_of(StoreSettings, "transcript_summary_chars"),
         max_lines: int = 200_000,
     ) -> None:
         self._store = store

@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from openab_voice.memory.long_term import LongTermMemory
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.store import StoreSettings
 
 __all__ = ["MemoryContext"]
 
@@ -23,7 +25,7 @@ class MemoryContext:
         memory: LongTermMemory,
         *,
         guild_id: int,
-        top_k: int = 3,
+        top_k: int = default_of(StoreSettings, "memory_top_k"),
         name_of: Callable[[str], str] | None = None,
     ) -> None:
         self._memory = memory

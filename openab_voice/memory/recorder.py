@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.bus import Subscription
 from openab_voice.clock import Clock
 from openab_voice.engine.events import BotUtteranceFinished
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.store.transcripts import LineKind, NewLine, TranscriptStore
 from openab_voice.stt.events import TranscriptFinal
 
@@ -33,15 +33,6 @@ __all__ = ["RecorderPlace", "TranscriptRecorder"]
 log = logging.getLogger(__name__)
 
 _BATCH = 200
-
-
-class _Phase(enum.Enum):
-    """Where the recorder is in its life (it only moves forward)."""
-
-    NEW = "new"
-    STARTING = "starting"  # the session's record opens: a second start() does nothing
-    RECORDING = "recording"  # listening; the write loop runs
-    CLOSED = "closed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,15 +79,16 @@ class TranscriptRecorder:
         self._queue: asyncio.Queue[NewLine | asyncio.Future[None] | None] = asyncio.Queue()
         self._subscriptions: list[Subscription] = []
         self._task: asyncio.Task[None] | None = None
-        self._phase = _Phase.NEW
+        # running: the session's record opens (a second start() does nothing), then the write loop runs
+        self._life = Lifecycle("transcript recorder")
         self.written = 0
         self.write_failures = 0
 
     async def start(self) -> None:
         """Open the session's record (and apply retention), then listen. Once only."""
-        if self._phase is not _Phase.NEW:
+        if not self._life.new:
             return
-        self._phase = _Phase.STARTING
+        self._life.start()
         place, now = self._place, self._clock.wall()
         await asyncio.to_thread(
             self._store.open_session,
@@ -110,10 +102,9 @@ class TranscriptRecorder:
             purged = await asyncio.to_thread(self._store.purge, started_before=now - self._retention_s)
             if purged:
                 log.info("transcripts: %d voice session(s) past retention deleted", purged)
-        if self._phase is not _Phase.STARTING:  # closed while the record opened: nothing to listen to
+        if self._life.closed:  # closed while the record opened: nothing to listen to
             await self._end_record()
             return
-        self._phase = _Phase.RECORDING
         self._subscriptions = [
             self._bus.subscribe(TranscriptFinal, self._on_final),
             self._bus.subscribe(BotUtteranceFinished, self._on_bot),
@@ -130,16 +121,17 @@ class TranscriptRecorder:
 
     async def aclose(self) -> None:
         """Stop listening, store what is queued, and mark the session ended. Idempotent."""
-        if self._phase is _Phase.CLOSED:
+        if not self._life.begin_close():
             return
-        self._phase = _Phase.CLOSED
         for subscription in self._subscriptions:
             subscription.close()
         if self._task is None:
+            self._life.finish_close()
             return
         self._queue.put_nowait(None)
         await self._task
         await self._end_record()
+        self._life.finish_close()
 
     async def _end_record(self) -> None:
         with contextlib.suppress(Exception):

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from openab_voice.memory.long_term import LongTermMemory, MemoryHit, MemoryKind, SaveRefused
-from openab_voice.providers.speech import ToolSpec
+from openab_voice.providers.chat import ToolSpec
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.store import StoreSettings
 from openab_voice.tools.registry import ToolContext, ToolRegistry
 
 __all__ = ["MEMORY_SAVE", "MEMORY_SEARCH", "SPECS", "hit_payload", "register_memory_tools"]
@@ -64,7 +66,11 @@ def hit_payload(hit: MemoryHit) -> dict[str, Any]:
 
 
 def register_memory_tools(
-    registry: ToolRegistry, memory: LongTermMemory, *, guild_id: int, top_k: int = 3
+    registry: ToolRegistry,
+    memory: LongTermMemory,
+    *,
+    guild_id: int,
+    top_k: int = default_of(StoreSettings, "memory_top_k"),
 ) -> None:
     """Add the two memory tools, bound to ``memory`` and this session's guild."""
 

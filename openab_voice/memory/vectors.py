@@ -23,16 +23,14 @@ from typing import BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["VectorFileError", "VectorLog", "Vectors", "read_vectors", "vector_sha", "write_vectors"]
+from openab_voice.errors import VectorFileError
+
+__all__ = ["VectorLog", "Vectors", "read_vectors", "vector_sha", "write_vectors"]
 
 MAGIC: Final = b"OABVEC01"
 _ADD: Final = b"A"
 _DELETE: Final = b"D"
 _ID = struct.Struct("<q")
-
-
-class VectorFileError(Exception):
-    """The file is not a vector file (wrong magic or unreadable header)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,18 +1,11 @@
 """Render-to-capture delay estimation for echo cancellers that need a delay hint (AEC2).
 
-WebRTC's AEC2 only cancels echo whose delay, relative to the hint it is given, falls inside its short
-adaptive filter: measured on the self-test's echo path (true delay 120 ms), a 100-130 ms hint gives
-40-48 dB ERLE and no hint (0 ms) gives 0-4 dB. AEC2's own delay-agnostic mode is not exposed by the
-``webrtc-audio-processing`` binding, so :class:`DelayEstimator` does its job: it keeps the last
-0.5 s of capture and 1 s of render, and every 250 ms, while both carry signal, finds the lag at which
-they correlate best (normalised cross-correlation over 0-500 ms, computed by FFT on a 4 kHz
-decimation). Two estimates in a row within a few milliseconds, each clearly correlated, make the
-estimate; a later pair that disagrees replaces it (the path changed). On the self-test's echo path
-it finds 120.0 ms 1.24 s after playback starts (a 1 s capture window found it only at 1.99 s, with
-the same converged ERLE; a 0.4 s window wandered and lost 20 dB).
-
-A voice that is not the bot's correlates weakly and at scattered lags (ADR 0005 measured the same on
-the coupling detector), so double talk delays an estimate but does not produce a wrong one.
+AEC2 cancels only echo near the delay hint it is given, and the ``webrtc-audio-processing`` binding
+does not expose its delay-agnostic mode, so :class:`DelayEstimator` does that job: it keeps the last
+0.5 s of capture and 1 s of render and, every 250 ms while both carry signal, finds the lag at which
+they correlate best (normalised cross-correlation over 0-500 ms, by FFT on a 4 kHz decimation). Two
+agreeing, clearly correlated estimates in a row make the estimate; a later disagreeing pair replaces it.
+Measurements: docs/adr/0003-webrtc-apm-provider.md.
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ every pipeline event and status, and the audio self-test fails with it. It is ne
 
 from __future__ import annotations
 
-from openab_voice.providers.base import ApmCapabilities, ApmConfig
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig
 
 
 class DisabledApm:
-    """Pass-through :class:`~openab_voice.providers.base.AudioProcessor` (degraded by definition)."""
+    """Pass-through :class:`~openab_voice.providers.apm.AudioProcessor` (degraded by definition)."""
 
     def __init__(self, config: ApmConfig) -> None:
         self._frame_bytes = config.sample_rate // 100 * 2 * config.channels

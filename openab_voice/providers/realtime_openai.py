@@ -1,22 +1,12 @@
 """OpenAI Realtime over the ``openai`` package's own client (``client.realtime.connect``).
 
-The wire half of the realtime engine (:mod:`openab_voice.engine.realtime`): open a session, send
-client events (the SDK's ``RealtimeClientEventParam`` TypedDicts), receive server events already
-parsed into the SDK's ``RealtimeServerEvent`` models, and translate every failure into our error
-tree. The SDK's own reconnection is not used: a dropped session is replaced by a fresh one the
-engine seeds from our heard-only history, never resumed.
-
-Errors (``code``; ``ProviderRequestRejected`` is never retried, ``ProviderRequestFailed`` is):
-
-* ``REALTIME_AUTH_FAILED`` (rejected): HTTP 401/403 on the upgrade, or an authentication error event;
-* ``REALTIME_MODEL_UNKNOWN`` (rejected): HTTP 404, or an error event naming the model;
-* ``REALTIME_REQUEST_REJECTED`` (rejected): any other ``invalid_request_error``;
-* ``REALTIME_RATE_LIMITED`` (failed): HTTP 429 or a rate-limit error event;
-* ``REALTIME_SERVER_ERROR`` (failed): HTTP 5xx or a ``server_error`` event;
-* ``REALTIME_CONNECTION_LOST`` (failed): refused, reset or closed websocket.
-
-Needs the ``openai`` extra (``openai`` with ``websockets``); a missing one is a structured
-``PROVIDER_UNAVAILABLE`` naming it, raised when connecting, never at import.
+The wire half of the realtime engine (:mod:`openab_voice.engine.realtime`): open a session, send the
+SDK's client events, receive its parsed server events, and translate every failure into our error
+tree: ``REALTIME_AUTH_FAILED``, ``REALTIME_MODEL_UNKNOWN`` and ``REALTIME_REQUEST_REJECTED`` are
+``ProviderRequestRejected`` (never retried); ``REALTIME_RATE_LIMITED``, ``REALTIME_SERVER_ERROR`` and
+``REALTIME_CONNECTION_LOST`` are ``ProviderRequestFailed``. The SDK's reconnection is not used: the
+engine replaces a dropped session with a fresh one. Needs the ``openai`` extra; a missing one is
+``PROVIDER_UNAVAILABLE`` when connecting. Mapping in detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
@@ -24,84 +14,35 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from openab_voice.config import Settings
-from openab_voice.errors import OpenabError, ProviderUnavailable
-from openab_voice.providers.speech_registry import ProviderRequestFailed, ProviderRequestRejected
-from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
+from openab_voice.errors import (
+    ErrorCode,
+    OpenabError,
+    ProviderRequestFailed,
+    ProviderRequestRejected,
+    ProviderUnavailable,
+)
+from openab_voice.lifecycle import Lifecycle
+from openab_voice.providers.realtime import (
+    RealtimeConfig,
+    RealtimeConnector,
+    RealtimeLink,
+)
 
 if TYPE_CHECKING:
     import openai
     from openai.types.realtime import RealtimeClientEventParam, RealtimeServerEvent
 
 __all__ = [
-    "DEFAULT_MODEL",
-    "DEFAULT_VOICE",
-    "PROVIDER_RATE",
     "OpenAIRealtime",
-    "RealtimeConfig",
-    "RealtimeConnector",
-    "RealtimeLink",
     "connection_error",
     "greeted",
     "probe",
     "realtime_config",
     "server_error",
 ]
-
-DEFAULT_MODEL = DEFAULT_REALTIME_MODEL
-DEFAULT_VOICE = "marin"
-PROVIDER_RATE = 24_000
-"""``audio/pcm`` in and out: 24 kHz mono s16le, the only rate the API takes."""
-
-
-class RealtimeLink(Protocol):
-    """One open provider session."""
-
-    async def send(self, event: RealtimeClientEventParam) -> None:
-        """Send one client event; raises ``REALTIME_CONNECTION_LOST`` once the socket is gone."""
-        ...
-
-    def events(self) -> AsyncIterator[RealtimeServerEvent]:
-        """Server events in order; ends (or raises ``REALTIME_CONNECTION_LOST``) when the socket closes."""
-        ...
-
-    async def close(self) -> None:
-        """Close the socket; idempotent."""
-        ...
-
-
-class RealtimeConnector(Protocol):
-    """Opens provider sessions (one per voice channel at a time)."""
-
-    @property
-    def model(self) -> str: ...
-
-    async def connect(self) -> RealtimeLink:
-        """A fresh session, or the structured error why not (auth, model, connection)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RealtimeConfig:
-    """Where and how to connect.
-
-    Attributes:
-        model: the realtime model (``OPENAI_REALTIME_MODEL``).
-        voice: the output voice (``OPENAI_REALTIME_VOICE``).
-        base_url: an OpenAI-compatible server (``OPENAI_BASE_URL``; the loopback server's
-            ``base_url`` in tests and the demo); None: api.openai.com.
-        api_key: the key (``OPENAI_API_KEY`` or ``_FILE``); never logged.
-
-    The websocket upgrade is bounded by the ``websockets`` default (10 s).
-    """
-
-    model: str = DEFAULT_MODEL
-    voice: str = DEFAULT_VOICE
-    base_url: str | None = None
-    api_key: str | None = None
 
 
 def realtime_config(settings: Settings) -> RealtimeConfig:
@@ -134,14 +75,14 @@ def connection_error(exc: BaseException, *, model: str) -> OpenabError:
         if status in (401, 403):
             return ProviderRequestRejected(
                 f"the realtime server refused the key (HTTP {status})",
-                code="REALTIME_AUTH_FAILED",
+                code=ErrorCode.REALTIME_AUTH_FAILED,
                 provider="openai-realtime",
                 status=status,
             )
         if status == 404:
             return ProviderRequestRejected(
                 f"the realtime server does not know model {model!r} (HTTP 404)",
-                code="REALTIME_MODEL_UNKNOWN",
+                code=ErrorCode.REALTIME_MODEL_UNKNOWN,
                 provider="openai-realtime",
                 status=status,
                 model=model,
@@ -149,26 +90,26 @@ def connection_error(exc: BaseException, *, model: str) -> OpenabError:
         if status == 429:
             return ProviderRequestFailed(
                 "the realtime server is rate limiting (HTTP 429)",
-                code="REALTIME_RATE_LIMITED",
+                code=ErrorCode.REALTIME_RATE_LIMITED,
                 provider="openai-realtime",
                 status=status,
             )
         if status >= 500:
             return ProviderRequestFailed(
                 f"the realtime server failed (HTTP {status})",
-                code="REALTIME_SERVER_ERROR",
+                code=ErrorCode.REALTIME_SERVER_ERROR,
                 provider="openai-realtime",
                 status=status,
             )
         return ProviderRequestRejected(
             f"the realtime server refused the connection (HTTP {status})",
-            code="REALTIME_REQUEST_REJECTED",
+            code=ErrorCode.REALTIME_REQUEST_REJECTED,
             provider="openai-realtime",
             status=status,
         )
     return ProviderRequestFailed(
         f"realtime connection lost: {failure}",
-        code="REALTIME_CONNECTION_LOST",
+        code=ErrorCode.REALTIME_CONNECTION_LOST,
         provider="openai-realtime",
         failure=failure,
     )
@@ -179,16 +120,18 @@ def server_error(*, kind: str, code: str | None, message: str, model: str) -> Op
     text = f"{kind}/{code or '-'}: {message}"[:300]
     key = f"{kind} {code or ''}".lower()
     if "auth" in key or "api_key" in key or "permission" in key:
-        return ProviderRequestRejected(text, code="REALTIME_AUTH_FAILED", provider="openai-realtime")
+        return ProviderRequestRejected(text, code=ErrorCode.REALTIME_AUTH_FAILED, provider="openai-realtime")
     if "model" in key and ("not_found" in key or "unknown" in key or "does_not_exist" in key):
         return ProviderRequestRejected(
-            text, code="REALTIME_MODEL_UNKNOWN", provider="openai-realtime", model=model
+            text, code=ErrorCode.REALTIME_MODEL_UNKNOWN, provider="openai-realtime", model=model
         )
     if "rate_limit" in key or "quota" in key:
-        return ProviderRequestFailed(text, code="REALTIME_RATE_LIMITED", provider="openai-realtime")
+        return ProviderRequestFailed(text, code=ErrorCode.REALTIME_RATE_LIMITED, provider="openai-realtime")
     if kind == "invalid_request_error":
-        return ProviderRequestRejected(text, code="REALTIME_REQUEST_REJECTED", provider="openai-realtime")
-    return ProviderRequestFailed(text, code="REALTIME_SERVER_ERROR", provider="openai-realtime")
+        return ProviderRequestRejected(
+            text, code=ErrorCode.REALTIME_REQUEST_REJECTED, provider="openai-realtime"
+        )
+    return ProviderRequestFailed(text, code=ErrorCode.REALTIME_SERVER_ERROR, provider="openai-realtime")
 
 
 class _SdkLink:
@@ -197,11 +140,11 @@ class _SdkLink:
     def __init__(self, connection: Any, *, model: str) -> None:
         self._connection = connection
         self._model = model
-        self._closed = False
+        self._life = Lifecycle("realtime connection", started=True)
         self._errors = _websocket_errors() + (OSError,)
 
     async def send(self, event: RealtimeClientEventParam) -> None:
-        if self._closed:
+        if self._life.closed:
             raise connection_error(ConnectionError("the session was closed"), model=self._model)
         try:
             await self._connection.send(event)
@@ -217,11 +160,11 @@ class _SdkLink:
             yield self._connection.parse_event(data)
 
     async def close(self) -> None:
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         with contextlib.suppress(Exception):  # closing a broken socket has nothing left to report
             await self._connection.close()
+        self._life.finish_close()
 
 
 class OpenAIRealtime:

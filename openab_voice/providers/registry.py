@@ -1,11 +1,12 @@
-"""Registries of lazy provider factories.
+"""The one provider registry: a configured name (``"webrtc"``, ``"piper"`` ...) to the module that
+implements it, imported only when the provider is created.
 
-A registry maps a configured name (``"webrtc"``, ``"silero"`` ...) to the module that implements it.
-Nothing is imported until a provider is created, so a missing optional dependency surfaces as a
-structured :class:`~openab_voice.errors.ProviderUnavailable` naming the extra to install, at the moment
-the provider is asked for (start-up), never as an ``ImportError`` when the package is imported.
-
-The importer is injectable so tests can simulate an absent library without uninstalling it::
+Each capability's seam module declares its table and a registry factory on this class:
+:mod:`~openab_voice.providers.apm`, :mod:`~openab_voice.providers.vad`,
+:mod:`~openab_voice.providers.tts`, :mod:`~openab_voice.providers.chat` and :mod:`openab_voice.stt.base`.
+A missing optional dependency surfaces as a structured :class:`~openab_voice.errors.ProviderUnavailable`
+naming the extra to install, at start-up, never as an ``ImportError`` when the package is imported.
+The importer is injectable so tests can simulate an absent library::
 
     registry = apm_registry().with_importer(refuse({"livekit"}))
     registry.create("webrtc", config)  # -> ProviderUnavailable(extra="audio")
@@ -20,7 +21,6 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar, cast
 
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.base import ApmConfig, AudioProcessor, VadConfig, VoiceActivityDetector
 
 C = TypeVar("C")
 P = TypeVar("P")
@@ -160,58 +160,3 @@ def refuse(modules: Collection[str], importer: Importer = importlib.import_modul
         return importer(name)
 
     return _import
-
-
-_PKG = "openab_voice.providers"
-
-APM_SPECS: tuple[ProviderSpec, ...] = (
-    ProviderSpec(
-        name="webrtc",
-        module=f"{_PKG}.apm_livekit",
-        requires=("livekit.rtc",),
-        extra="audio",
-        summary="WebRTC APM (AEC3, NS, AGC, HPF) through livekit.rtc.AudioProcessingModule",
-    ),
-    ProviderSpec(
-        name="webrtc-audio-processing",
-        module=f"{_PKG}.apm_webrtc_audio_processing",
-        requires=("webrtc_audio_processing",),
-        extra="webrtc-audio-processing",
-        summary="webrtc-audio-processing 0.1.x (AEC2); needs swig to build",
-    ),
-    ProviderSpec(
-        name="disabled",
-        module=f"{_PKG}.apm_disabled",
-        development_only=True,
-        summary="no echo cancellation, noise suppression or gain control (development only, degraded)",
-    ),
-)
-
-VAD_SPECS: tuple[ProviderSpec, ...] = (
-    ProviderSpec(
-        name="silero",
-        module=f"{_PKG}.vad_silero",
-        requires=("onnxruntime", "faster_whisper"),
-        extra="audio",
-        summary="Silero VAD v6 ONNX (shipped with faster-whisper) on onnxruntime",
-    ),
-    ProviderSpec(
-        name="webrtcvad",
-        module=f"{_PKG}.vad_webrtc",
-        requires=("webrtcvad",),
-        extra="webrtcvad",
-        summary="WebRTC GMM VAD (webrtcvad-wheels); fast, coarse",
-    ),
-)
-
-
-def apm_registry(importer: Importer = importlib.import_module) -> ProviderRegistry[ApmConfig, AudioProcessor]:
-    """A fresh registry of the audio processors shipped with openab_voice."""
-    return ProviderRegistry("apm", APM_SPECS, importer=importer)
-
-
-def vad_registry(
-    importer: Importer = importlib.import_module,
-) -> ProviderRegistry[VadConfig, VoiceActivityDetector]:
-    """A fresh registry of the voice activity detectors shipped with openab_voice."""
-    return ProviderRegistry("vad", VAD_SPECS, importer=importer)

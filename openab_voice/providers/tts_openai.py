@@ -20,8 +20,8 @@ import openai
 import soxr
 
 from openab_voice.providers.chat_openai import openai_client
-from openab_voice.providers.speech import TtsCapabilities
-from openab_voice.providers.speech_registry import TtsConfig, request_error
+from openab_voice.providers.request_errors import request_error
+from openab_voice.providers.tts import TtsCapabilities, TtsConfig
 
 __all__ = ["OUTPUT_RATE", "PCM_RATE", "OpenAiTts", "TtsConfig", "create"]
 
@@ -50,7 +50,7 @@ _ERRORS: Final = _transport_errors()
 
 
 class OpenAiTts:
-    """:class:`~openab_voice.providers.speech.TextToSpeech` over ``audio.speech`` streaming.
+    """:class:`~openab_voice.providers.tts.TextToSpeech` over ``audio.speech`` streaming.
 
     Args:
         config: server, model, voice and speed.

@@ -1,16 +1,11 @@
 """The default TTS: Piper (VITS on onnxruntime) with the packaged en_US "joe" voice, offline.
 
-Piper synthesizes one sentence at a time and yields each sentence's audio whole (22050 Hz mono),
-so the first audio of a call arrives once its first sentence is synthesized: measured on an idle
-2-core machine, 50 ms for 2 words to 220 ms for 16 words (P50 120 ms, P95 205 ms over ten
-sentences). The segmenter hands sentences one by one, which keeps that first chunk small.
-
-Synthesis runs on one worker thread per provider (never on the event loop) and each sentence is
-handed to the async iterator as soon as Piper yields it, resampled to 48 kHz by a soxr stream that
-lives for the whole call (so sentence joins carry no filter edge) and duplicated to stereo for
-Discord. Closing the iterator stops synthesis before the next sentence; the sentence in flight
-(one onnxruntime call) finishes on the worker and is discarded. Calls are serialized on the worker:
-two sentences never compete for the same cores.
+Piper yields each sentence's audio whole (22050 Hz mono), so the first audio of a call waits for its
+first sentence; the segmenter hands sentences one by one to keep that chunk small. Synthesis runs on
+one worker thread per provider, calls serialized; each sentence goes to the async iterator as soon
+as it is ready, resampled to 48 kHz by one soxr stream per call (no filter edge at sentence joins)
+and duplicated to stereo. Closing the iterator stops synthesis before the next sentence.
+Measurements: docs/adr/0012-answer-while-the-end-is-confirmed.md.
 """
 
 from __future__ import annotations
@@ -29,18 +24,16 @@ import soxr
 from piper import PiperVoice, SynthesisConfig
 from piper.config import PiperConfig
 
-from openab_voice.errors import AudioError, ProviderUnavailable
+from openab_voice.errors import AudioError, ErrorCode, ProviderUnavailable, WorkerFailed
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.priority import boost_response_thread
-from openab_voice.providers.speech import TtsCapabilities
-from openab_voice.providers.speech_registry import TtsConfig
-from openab_voice.providers.worker import WorkerFailed, WorkerThread
+from openab_voice.providers.tts import TtsCapabilities, TtsConfig
+from openab_voice.providers.worker import WorkerThread
 
 __all__ = ["OUTPUT_RATE", "PiperTts", "TtsConfig", "create", "default_voice_paths", "load_voice"]
 
 OUTPUT_RATE: Final = 48_000
 """Discord's rate; output is always 48 kHz stereo s16le."""
-
-SYNTHESIS_FAILED: Final = "TTS_SYNTHESIS_FAILED"
 
 
 def default_voice_paths() -> tuple[Path, Path]:
@@ -86,7 +79,7 @@ def load_voice(config: TtsConfig) -> PiperVoice:
 
 
 class PiperTts:
-    """:class:`~openab_voice.providers.speech.TextToSpeech` on Piper.
+    """:class:`~openab_voice.providers.tts.TextToSpeech` on Piper.
 
     Args:
         config: voice and synthesis settings.
@@ -115,7 +108,7 @@ class PiperTts:
         self._capabilities = TtsCapabilities(
             name="piper", streaming=False, voice=name, native_rate=self._native_rate
         )
-        self._closed = False
+        self._life = Lifecycle("piper TTS", started=True)
 
     @property
     def capabilities(self) -> TtsCapabilities:
@@ -129,7 +122,7 @@ class PiperTts:
             AudioError: Piper failed (code ``TTS_SYNTHESIS_FAILED``).
             ProviderUnavailable: the provider is closed.
         """
-        if self._closed:
+        if self._life.closed:
             raise ProviderUnavailable("piper TTS is closed", kind="tts", provider="piper")
         if not text.strip():
             return
@@ -140,7 +133,7 @@ class PiperTts:
         except WorkerFailed as failed:
             raise AudioError(
                 f"piper synthesis failed: {type(failed.error).__name__}: {failed.error}",
-                code=SYNTHESIS_FAILED,
+                code=ErrorCode.TTS_SYNTHESIS_FAILED,
             ) from failed.error
 
     def _work(self, text: str, stop: threading.Event, emit: Callable[[object], None]) -> None:
@@ -169,10 +162,10 @@ class PiperTts:
 
     async def aclose(self) -> None:
         """Stop accepting text and wait for the worker to finish its sentence in flight. Idempotent."""
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         await self._worker.aclose()
+        self._life.finish_close()
 
 
 def _stereo(mono: npt.NDArray[np.int16]) -> bytes:

@@ -1,10 +1,9 @@
 """The default VAD: Silero VAD v6 as ONNX on onnxruntime.
 
-The model file ships inside faster-whisper (``faster_whisper/assets/silero_vad_v6.onnx``), which the
-front end's STT already depends on, so no separate download exists. The model scores 512-sample
-windows at 16 kHz (32 ms) with a 64-sample left context and a recurrent ``(h, c)`` state that we
-carry between calls, exactly as faster-whisper's batch wrapper does inside one call.
-Measured: ~150 us per window on one core; onset 59 / 98 ms (median / P95) on Piper speech.
+The model file ships inside faster-whisper (``faster_whisper/assets/silero_vad_v6.onnx``), so no
+separate download exists. The model scores 512-sample windows at 16 kHz (32 ms) with a 64-sample left
+context and a recurrent ``(h, c)`` state that we carry between calls, as faster-whisper's batch
+wrapper does inside one call. Measurements: docs/adr/0005-echo-coupling-and-onset-latency.md.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import onnxruntime
 from faster_whisper.utils import get_assets_path
 
 from openab_voice.errors import ProviderUnavailable
-from openab_voice.providers.base import VadCapabilities, VadConfig
+from openab_voice.providers.vad import VadCapabilities, VadConfig
 
 MODEL_FILE = "silero_vad_v6.onnx"
 SAMPLE_RATE = 16_000
@@ -60,7 +59,7 @@ def _shared_session(path: Path) -> onnxruntime.InferenceSession:
 
 
 class SileroVad:
-    """:class:`~openab_voice.providers.base.VoiceActivityDetector` running Silero v6."""
+    """:class:`~openab_voice.providers.vad.VoiceActivityDetector` running Silero v6."""
 
     def __init__(self, config: VadConfig, *, path: Path | None = None) -> None:
         if config.sample_rate != SAMPLE_RATE:

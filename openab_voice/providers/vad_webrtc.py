@@ -14,7 +14,7 @@ import numpy.typing as npt
 import webrtcvad
 
 from openab_voice.errors import ProviderUnavailable
-from openab_voice.providers.base import VadCapabilities, VadConfig
+from openab_voice.providers.vad import VadCapabilities, VadConfig
 
 FRAME_MS = 20
 _PRIME_FRAMES = 5
@@ -22,7 +22,7 @@ _PRIME_LEVEL = 30.0  # int16 units, about -61 dBFS: below any speech, above digi
 
 
 class WebRtcVad:
-    """:class:`~openab_voice.providers.base.VoiceActivityDetector` backed by ``webrtcvad``."""
+    """:class:`~openab_voice.providers.vad.VoiceActivityDetector` backed by ``webrtcvad``."""
 
     def __init__(self, config: VadConfig) -> None:
         if config.sample_rate not in (8000, 16000, 32000, 48000):

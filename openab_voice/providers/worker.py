@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from openab_voice.errors import WorkerFailed
 from openab_voice.priority import COMPUTE_NICE, lower_current_thread
 
 Emit = Callable[[object], None]
@@ -27,14 +28,6 @@ _T = TypeVar("_T")
 
 def _lower() -> None:
     lower_current_thread(COMPUTE_NICE)
-
-
-class WorkerFailed(Exception):
-    """The job raised ``error`` on the worker thread (providers turn it into their own error)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(repr(error))
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, literal, or_, select, true, update
 from sqlalchemy.orm import Session
 
-from openab_voice.errors import ActionError, StaleTransition
+from openab_voice.errors import ActionError, ErrorCode, StaleTransition
 from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus, transition
 from openab_voice.shards import ShardRange
 from openab_voice.store.convert import action_record
@@ -219,7 +219,7 @@ def column_values(fields: Mapping[str, object]) -> dict[str, object]:
 
 def unknown(action_id: str) -> ActionError:
     """The ``ACTION_UNKNOWN`` error for ``action_id``."""
-    return ActionError(f"no action {action_id}", code="ACTION_UNKNOWN", action_id=action_id)
+    return ActionError(f"no action {action_id}", code=ErrorCode.ACTION_UNKNOWN, action_id=action_id)
 
 
 def stale(action_id: str, expected: int, found: int | None) -> StaleTransition:

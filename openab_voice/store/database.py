@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 import migrations
-from openab_voice.errors import StoreError
+from openab_voice.errors import ErrorCode, StoreError
 
 if TYPE_CHECKING:
     from openab_voice.config import Settings
@@ -68,7 +68,8 @@ def open_engine(url: str) -> Engine:
         )
     except ImportError:
         raise StoreError(
-            "PostgreSQL needs psycopg: pip install 'openab-voice[postgres]'", code="STORE_DRIVER_MISSING"
+            "PostgreSQL needs psycopg: pip install 'openab-voice[postgres]'",
+            code=ErrorCode.STORE_DRIVER_MISSING,
         ) from None
 
 
@@ -133,7 +134,7 @@ def ensure_schema(engine: Engine) -> None:
         raise StoreError(
             f"the job store schema is at {current or 'no revision'}, this version needs {head}: "
             "run `openab-voice db upgrade`",
-            code="STORE_SCHEMA_OUTDATED",
+            code=ErrorCode.STORE_SCHEMA_OUTDATED,
             current=current,
             head=head,
         )
@@ -157,7 +158,7 @@ def _unavailable(url: URL, exc: DBAPIError) -> StoreError:
     reason = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
     if url.password:
         reason = reason.replace(str(url.password), "***")
-    return StoreError(f"cannot use the job store at {safe_url}: {reason}", code="STORE_UNAVAILABLE")
+    return StoreError(f"cannot use the job store at {safe_url}: {reason}", code=ErrorCode.STORE_UNAVAILABLE)
 
 
 def _parse(url: str) -> URL:
@@ -165,14 +166,16 @@ def _parse(url: str) -> URL:
         parsed = make_url(url)
     except ArgumentError:
         # The URL itself is not shown: it may hold a password.
-        raise StoreError("the database URL is not a valid SQLAlchemy URL", code="STORE_URL_INVALID") from None
+        raise StoreError(
+            "the database URL is not a valid SQLAlchemy URL", code=ErrorCode.STORE_URL_INVALID
+        ) from None
     if parsed.drivername in _POSTGRES_ALIASES:
         # psycopg 3 is the driver we ship (the `postgres` extra); SQLAlchemy would pick psycopg2.
         return parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
         raise StoreError(
             f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql",
-            code="STORE_URL_INVALID",
+            code=ErrorCode.STORE_URL_INVALID,
         )
     return parsed
 
@@ -184,7 +187,7 @@ def _sqlite_engine(url: URL) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
-                f"cannot create the directory of {database}: {exc.strerror}", code="STORE_UNAVAILABLE"
+                f"cannot create the directory of {database}: {exc.strerror}", code=ErrorCode.STORE_UNAVAILABLE
             ) from None
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S})
     event.listen(engine, "connect", _sqlite_connected)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from sqlalchemy import ColumnElement, and_, or_, select
 
-from openab_voice.errors import StaleTransition
+from openab_voice.errors import ErrorCode, StaleTransition
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.shards import ShardRange
 from openab_voice.store import action_rows, lease_rows
@@ -122,7 +122,7 @@ class JobLeases(JobTransitions):
                         actor=actor,
                         reason="process restarted before it started; nothing ran",
                         expected_version=version,
-                        error_code="ACTION_NOT_STARTED",
+                        error_code=ErrorCode.ACTION_NOT_STARTED,
                     )
                 )
             except StaleTransition:

@@ -13,7 +13,7 @@ from typing import Unpack
 
 from sqlalchemy.exc import IntegrityError
 
-from openab_voice.errors import StaleTransition, StoreError
+from openab_voice.errors import ErrorCode, StaleTransition, StoreError
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobEvent
 from openab_voice.shards import ShardRange
 from openab_voice.store import action_rows, workspace_rows
@@ -52,7 +52,7 @@ class JobTransitions(JobQueries):
                 with self._transaction() as session:
                     existing = action_rows.find_by_key(session, new.idempotency_key)
             if existing is None:
-                raise StoreError(f"action {new.id} already exists", code="STORE_DUPLICATE") from None
+                raise StoreError(f"action {new.id} already exists", code=ErrorCode.STORE_DUPLICATE) from None
             return existing, False
 
     def apply(

@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
+from openab_voice.errors import ErrorCode
 from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store import action_rows, workspace_rows
 from openab_voice.store.audit_rows import add_audit
@@ -111,7 +112,7 @@ def lose(
         actor=actor,
         reason=reason,
         expected_version=version,
-        values={"error_code": "ACTION_LOST", "detail": reason},
+        values={"error_code": ErrorCode.ACTION_LOST, "detail": reason},
         where=where,
     )
     if record.workspace_id is not None:

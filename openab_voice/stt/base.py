@@ -17,6 +17,8 @@ import numpy.typing as npt
 
 from openab_voice.errors import ConfigError
 from openab_voice.providers.registry import Importer, ProviderRegistry, ProviderSpec
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
 
 __all__ = [
     "STT_SPECS",
@@ -124,7 +126,7 @@ class SttConfig:
         cache_dir: where the base model is assembled (default ``$XDG_CACHE_HOME/openab-voice``).
     """
 
-    model: ModelName = "tiny.en"
+    model: ModelName = default_of(VoiceSettings, "stt_model")
     compute_type: str = "int8"
     cpu_threads: int = 2
     beam_size: int = 1

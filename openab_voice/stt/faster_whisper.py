@@ -1,54 +1,16 @@
 """Local speech-to-text: Whisper through faster-whisper's CTranslate2 model, with a fast path.
 
-faster-whisper always pads the encoder input to 30 s, so every decode pays for a 30 s encoder pass
-whatever the audio length. The **fast path** feeds CTranslate2's Whisper encoder only the real
-frames plus ``tail_pad_ms`` of silence and decodes greedily. A truncated encoder input makes plain
-greedy decoding loop (the first copy of the text is almost always right, then the model starts
-over), so the fast path is guarded (:mod:`~openab_voice.stt.whisper_guards`):
+faster-whisper pads every encoder input to 30 s. The **fast path** feeds the encoder only the real
+frames plus ``tail_pad_ms`` of silence and decodes greedily, guarded against the loops a truncated
+input causes (:mod:`~openab_voice.stt.whisper_guards`): a token budget bounded by the audio length,
+repetition truncation (:func:`guard_tokens`), confidence from the kept tokens' log-probabilities, and
+the model's ``no_speech_prob``. A single utterance is decoded in stages (:meth:`FasterWhisperStt._generate`);
+a batch in one stage. Finals (``final_mode="auto"``) use the fast path too and fall back to the padded
+decode only when the guarded result looks wrong (``min_tokens_per_second``, ``fallback_confidence``).
 
-* a token budget bounded by the audio length (``max_tokens_per_second`` x seconds + ``token_margin``);
-* repetition truncation (:func:`guard_tokens`): the output is cut where it starts copying itself;
-* confidence = exp(mean log-probability of the kept tokens), from the per-step logits, so a loop
-  (whose repeated tokens are very probable) cannot inflate the confidence of what was kept;
-* ``no_speech_prob`` as the model reports it (the transcriber discards above 0.6).
-
-The fast path decodes a single utterance **in stages** (:meth:`FasterWhisperStt._generate`): about
-what speech says in the audio's time first (``stage_tokens_per_second``), more only when the text has
-neither ended nor started over by then. A short utterance on a truncated input often does not end:
-the model starts the text over and copies it until the budget runs out, and each copied token costs
-a decoder step, so an unstaged decode of "What is the capital of France?" ran 16 steps for 7 words'
-tokens. Greedy decoding is deterministic, so the staged result is the unstaged one cut where the
-guard cuts it (the same text on the shipped clips and a corpus of 14 Piper sentences; confidences
-within 0.4 %). In ``bench dialogue``'s rounds the speculative final came 40-70 ms earlier (P50, two
-interleaved pairs). A batch is decoded in one stage: it steps until its longest item is done.
-
-Finals (``final_mode="auto"``) use the fast path too and fall back to the padded decode only when
-the guarded result looks wrong (cut to under ``min_tokens_per_second`` of audio, or under
-``fallback_confidence`` while the model hears speech). Agreement between hypotheses, the third
-guard, is the transcriber's stability filter.
-
-Measured on this 2-core machine (int8, 2 threads, beam 1; the 3 shipped Piper clips and 20 more
-Piper sentences of 0.6-4.7 s; ``openab-voice bench stt`` re-measures on the shipped clips):
-
-=====================================  =======================  ===========================
-decode                                 latency (ms)             WER
-=====================================  =======================  ===========================
-tiny.en padded 30 s (faster-whisper)   P50 304-308 (3 clips)    1.4 % (23 finals), 0 % (3)
-tiny.en fast, partials 0.3-4.5 s       P50 44, P95 72-74        n/a
-tiny.en fast, finals                   P50 57-58, P95 76-92     1.4 % (23 finals), 0 % (3)
-tiny.en fast vs padded, 11.6 s         214 vs 449
-tiny.en fast vs padded, 30 s           530 vs 530 (no gain)
-base padded 30 s                       510-550                  0 % (3)
-base fast, finals                      94-154                   0 % (3)
-=====================================  =======================  ===========================
-
-Guarding mattered: 98 of 216 fast decodes on the corpus were cut back to their first copy (partial
-decodes mostly). The final errors left are the model's own, made by the padded decode too
-("at a unit test" for "add a unit test"; "isn't" for "is in" once alice.wav is framed with
-pre-roll and trailing silence).
-
-Weights never download; :mod:`~openab_voice.stt.whisper_models` finds them in installed
-packages.
+Weights never download; :mod:`~openab_voice.stt.whisper_models` finds them in installed packages.
+Measurements and history: docs/adr/0012-answer-while-the-end-is-confirmed.md
+("Measurements moved from stt/faster_whisper.py").
 """
 
 from __future__ import annotations
@@ -67,6 +29,7 @@ from faster_whisper import WhisperModel
 from faster_whisper.audio import pad_or_trim
 from faster_whisper.tokenizer import Tokenizer
 
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.stt.base import Hypothesis, SttCapabilities, SttConfig
 from openab_voice.stt.whisper_guards import (
     GuardResult,
@@ -86,7 +49,7 @@ _MAX_LENGTH = 448  # the decoder's context (prompt + generated tokens)
 
 
 class FasterWhisperStt:
-    """:class:`~openab_voice.providers.speech.SpeechToText` on faster-whisper / CTranslate2.
+    """:class:`~openab_voice.stt.base.SpeechToText` on faster-whisper / CTranslate2.
 
     Thread-safe: the transcriber calls :meth:`transcribe` from worker threads.
 
@@ -120,7 +83,7 @@ class FasterWhisperStt:
         self._tokenizers: dict[str | None, Tokenizer] = {}
         self._lock = threading.Lock()  # stats
         self._decoding = threading.Lock()
-        self._closed = False
+        self._life = Lifecycle("speech-to-text provider", started=True)
         # Decode counts by path and guard outcome, for the benchmark and the self-test.
         self.stats: dict[str, int] = {
             "fast": 0,
@@ -163,7 +126,7 @@ class FasterWhisperStt:
         # CTranslate2 runs one decode at a time on its single replica anyway; holding the lock
         # for the decode costs no throughput and lets close() wait instead of unloading under it.
         with self._decoding:
-            if self._closed:
+            if self._life.closed:
                 raise unavailable("the speech-to-text provider is closed")
             if audio.size < SAMPLE_RATE // 100:
                 return Hypothesis(text="", confidence=None, no_speech_prob=None)
@@ -197,7 +160,7 @@ class FasterWhisperStt:
             waves
         )
         with self._decoding:
-            if self._closed:
+            if self._life.closed:
                 raise unavailable("the speech-to-text provider is closed")
             todo = [i for i, w in enumerate(waves) if w.size >= SAMPLE_RATE // 100]
             if not todo:
@@ -237,9 +200,9 @@ class FasterWhisperStt:
         Later decodes raise ProviderUnavailable.
         """
         with self._decoding:
-            if not self._closed:
-                self._closed = True
+            if self._life.begin_close():
                 self._ct2.unload_model()
+                self._life.finish_close()
 
     # --- decoding -------------------------------------------------------------------------------
 

@@ -1,24 +1,14 @@
-"""The streaming speech-to-text seam: one :class:`RecognizeStream` per voice session.
+"""The streaming speech-to-text seam: one :class:`RecognizeStream` per voice session (ADR 0014).
 
-Shaped like livekit's ``RecognizeStream``: processed capture goes in with :meth:`~RecognizeStream.push_frame`
-(every speaker's frames on one stream: they carry the speaker id, and one stream can share its
-decoder among the speakers); :meth:`~RecognizeStream.flush` ends a speaker's segment where the front
-end ended their speech with no silent frame to follow (capture stopped), or everyone's;
-:meth:`~RecognizeStream.end_input` says no frame follows (open utterances get their finals, then the
-iteration ends); async iteration yields what is recognized, in order; :meth:`~RecognizeStream.aclose`
-stops at once. :meth:`~RecognizeStream.pause` is a hint only (a speaker's capture paused in a quiet
-stretch: speculate now).
-
-What a stream yields (:data:`RecognitionEvent`): ``TranscriptPartial`` (``stable`` or not),
-``TranscriptSpeculative`` / ``SpeculationWithdrawn`` (a final announced early, and taken back when
-speech followed), exactly one ``TranscriptFinal`` or ``TranscriptDiscarded`` per utterance, and the
-observations ``LatencyMeasured``, ``TranscriptionBacklog`` and ``ErrorRaised``. A stream never raises
-for a failed decode: it yields the error and the utterance's discard.
-
-Implementations: :class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer` makes any batch
-:class:`~openab_voice.providers.speech.SpeechToText` stream by re-decoding (faster-whisper); a
-provider that streams natively (a realtime API's transcription, a streaming model) implements
-:class:`Recognizer` itself.
+Shaped like livekit's ``RecognizeStream``: :meth:`~RecognizeStream.push_frame` (every speaker's frames
+on one stream), :meth:`~RecognizeStream.flush` (end a speaker's segment, or everyone's),
+:meth:`~RecognizeStream.end_input`, async iteration, :meth:`~RecognizeStream.aclose`, and the hint
+:meth:`~RecognizeStream.pause`. It yields :data:`RecognitionEvent` s in order: partials, speculative
+finals and their withdrawal, exactly one ``TranscriptFinal`` or ``TranscriptDiscarded`` per
+utterance, and observations; a failed decode is yielded, never raised.
+:class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer` makes any batch
+:class:`~openab_voice.stt.base.SpeechToText` stream; a native streaming provider implements
+:class:`Recognizer`. In detail: docs/adr/0014-recognize-stream.md.
 """
 
 from __future__ import annotations

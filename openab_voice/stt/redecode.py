@@ -1,51 +1,16 @@
-"""Re-decode recognition: a batch :class:`~openab_voice.providers.speech.SpeechToText` made to stream.
+"""Re-decode recognition: a batch :class:`~openab_voice.stt.base.SpeechToText` made to stream.
 
-This is the scheduling core behind :class:`~openab_voice.stt.redecode_stream.RedecodeStream`, the
-:class:`~openab_voice.stt.recognize.RecognizeStream` for providers that decode a whole buffer at a
-time (faster-whisper). It is synchronous: :meth:`RedecodeCore.push`, :meth:`~RedecodeCore.complete`
-and the other inputs return the :class:`DecodeJob` s to start, so tests and benchmarks drive it on
-a fake timeline; its events go to ``emit`` in order.
-
-An utterance starts on the first processed frame whose ``user_speech`` is True (with ``pre_roll_ms``
-of the audio before it, which holds the onset the VAD needed time to confirm), grows while the
-speaker talks and ends on the first frame where ``user_speech`` is False: the front end's VAD has
-already waited its minimum silence. Audio is never dropped because the bot is speaking: whether an
-utterance interrupts is the engine's decision.
-
-While an utterance grows, every ``partial_interval_ms`` of new audio (``initial_partial_interval_ms``
-until something is stable) the whole utterance so far is decoded again and published as a
-``TranscriptPartial(stable=False)``; the longest common word prefix of the last
-``stable_agreement`` hypotheses is published as ``TranscriptPartial(stable=True)`` whenever it grows
-(a stable prefix is never retracted). At the end a final decode yields exactly one
-``TranscriptFinal`` or ``TranscriptDiscarded`` (empty, punctuation only, no speech, low confidence,
-a failed decode), so nothing downstream ever sees unusable text
-(:class:`~openab_voice.stt.transcripts.TranscriptReporter`).
-
-In a quiet stretch inside an utterance (the VAD still waiting out its minimum silence) the final is
-decoded speculatively: at its first frame when the decoder has nothing else due, where a partial
-would have run (the same audio), or once it has lasted ``speculate_after_ms``, whichever comes first;
-it is announced (``TranscriptSpeculative``) once the stretch has lasted that long or the capture
-paused in it, becomes the final when the speech ends with no speech in between, and is withdrawn
-when speech follows. It asks the provider for its first pass only (``quick``); a first pass the
-provider doubts is decoded in full only when the decoder is otherwise idle. No partial runs in a
-quiet stretch: the speculative decode, of the same audio, is published as that partial while the
-utterance is still open (a doubtful first pass too), so a pause between words moves the stable
-prefix on.
-
-Decodes are CPU-bound, at most one per speaker and ``max_concurrent_decodes`` in total (the machine
-has 2 cores and CTranslate2 uses both). Finals go first; partials are "latest audio wins", never
-queued up. With a provider that decodes in batches and ``max_batch`` > 1 (opt-in: ADR 0012),
-everything due at once (several people talking) goes out as one batch, one batch in flight; the
-finals (speculative ones too) in a batch of their own, since a batch steps until its longest item is
-done and a partial riding along would hold a final back.
-
-Overload (more talkers than the CPU transcribes in real time) degrades in a fixed order: partials
-are shed first (while a final waits for a slot, every partial that falls due is skipped and
-counted), finals queue (oldest end of speech first) and are never dropped or cut short because
-processing fell behind; an utterance ends only where the front end's VAD ended the speech. A
-:class:`~openab_voice.engine.events.TranscriptionBacklog` reports when finals pile up (two or more
-waiting, or partials shed), at most once a second while it lasts, and when it clears
-(:meth:`TranscriptReporter.backlog <openab_voice.stt.transcripts.TranscriptReporter.backlog>`).
+The synchronous scheduling core behind :class:`~openab_voice.stt.redecode_stream.RedecodeStream`:
+:meth:`RedecodeCore.push`, :meth:`~RedecodeCore.complete` and the other inputs return the
+:class:`DecodeJob` s to start, and events go to ``emit`` in order, so tests drive it on a fake
+timeline. An utterance runs from the first ``user_speech`` frame (plus ``pre_roll_ms``) to the first
+frame without it. While it grows, the whole utterance is re-decoded every ``partial_interval_ms`` as
+a partial; the common prefix of ``stable_agreement`` hypotheses is the stable partial. In a quiet
+stretch the final is decoded speculatively (``speculate_after_ms``, ``TranscriptSpeculative``); the
+end yields exactly one ``TranscriptFinal`` or ``TranscriptDiscarded``. Decodes: one per speaker,
+``max_concurrent_decodes`` in all, finals first, optional batches (``max_batch``); under overload
+partials are shed and finals queue, never dropped (``TranscriptionBacklog``).
+Scheduling rules in detail: docs/adr/0012-answer-while-the-end-is-confirmed.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The re-decode :class:`~openab_voice.stt.recognize.RecognizeStream`: a batch provider made to stream.
 
-:class:`RedecodeRecognizer` wraps a :class:`~openab_voice.providers.speech.SpeechToText` that decodes
+:class:`RedecodeRecognizer` wraps a :class:`~openab_voice.stt.base.SpeechToText` that decodes
 a whole buffer at a time (faster-whisper); each :class:`RedecodeStream` runs the scheduling core
 (:class:`~openab_voice.stt.redecode.RedecodeCore`: when to decode partials, speculative finals and
 finals) on asyncio, with the decodes on its own threads below the audio plane's priority (ADR 0006),

@@ -2,24 +2,18 @@
 
 :class:`Transcriber` opens one :class:`~openab_voice.stt.recognize.RecognizeStream` on its
 :class:`~openab_voice.stt.recognize.Recognizer` (for a batch provider such as faster-whisper,
-:class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer`, which schedules the re-decodes) and
-feeds it the front end's marked capture (:meth:`~openab_voice.audio.frontend.FrontEnd.subscribe_marked`):
-frames, and the speech marks in band with them, in order. A
-:class:`~openab_voice.audio.events.SpeechEnded` that no silent frame follows (Discord stops sending
-packets when a speaker goes quiet) ends that speaker's segment, a
+:class:`~openab_voice.stt.redecode_stream.RedecodeRecognizer`) and feeds it the front end's marked
+capture (:meth:`~openab_voice.audio.frontend.FrontEnd.subscribe_marked`: frames with the speech marks
+in band, in order). A :class:`~openab_voice.audio.events.SpeechEnded` that no silent frame follows
+(Discord sends nothing in silence) ends that speaker's segment; a
 :class:`~openab_voice.audio.events.CapturePaused` asks for a speculative decode. It subscribes to
-nothing on the bus.
-
-What the stream recognizes goes out in the order it was recognized: each event is published on the
-bus (for observers: reporters, the transcript recorder, benches, tests), then handed to ``sink`` (the
-session's :class:`~openab_voice.engine.desk.TranscriptDesk`, which calls the intakes and the
-conversation directly).
+nothing on the bus. Each recognized event, in order, is published on the bus (for observers), then
+handed to ``sink`` (the session's :class:`~openab_voice.engine.desk.TranscriptDesk`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import AsyncIterable, Callable
 
@@ -27,20 +21,13 @@ from openab_voice.audio.capture_stream import CaptureItem
 from openab_voice.audio.events import CapturePaused, SpeechEnded
 from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus import EventBus
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.stt.recognize import RecognitionEvent, Recognizer, RecognizeStream
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["Transcriber"]
 
 log = logging.getLogger(__name__)
-
-
-class _Phase(enum.Enum):
-    """Where the transcriber is in its life (it only moves forward)."""
-
-    NEW = "new"  # nothing fed to the stream yet
-    RUNNING = "running"  # a capture is fed (run() or start()): start() does nothing more
-    CLOSED = "closed"  # the stream is closed; what is still fed is ignored
 
 
 class Transcriber:
@@ -68,16 +55,18 @@ class Transcriber:
         self._tasks = TaskOwner("transcriber")  # the runner (start) and the publisher
         self._runner: asyncio.Task[None] | None = None
         self._publisher: asyncio.Task[None] | None = None
-        self._phase = _Phase.NEW
+        # new: nothing fed yet; running: a capture is fed (start() does nothing more); closed: what
+        # is still fed is ignored
+        self._life = Lifecycle("transcriber")
 
     async def run(self, capture: AsyncIterable[CaptureItem]) -> None:
         """Transcribe a processed-capture stream (frames, and speech marks in band) until it ends;
         returns once every utterance in it got its final (or discard) out."""
-        if self._phase is _Phase.NEW:
-            self._phase = _Phase.RUNNING
+        if self._life.new:
+            self._life.start()
         publisher = self._publish()
         async for item in capture:
-            if self._phase is _Phase.CLOSED:
+            if self._life.closed:
                 return
             match item:
                 case ProcessedFrame():
@@ -95,8 +84,8 @@ class Transcriber:
 
     def start(self, capture: AsyncIterable[CaptureItem]) -> None:
         """Run :meth:`run` in a task owned by the transcriber (stopped by :meth:`aclose`)."""
-        if self._phase is _Phase.NEW:
-            self._phase = _Phase.RUNNING
+        if self._life.new:
+            self._life.start()
             self._runner = self._tasks.spawn(self.run(capture), name="transcriber")
 
     def remove_speaker(self, speaker_id: str) -> None:
@@ -120,9 +109,8 @@ class Transcriber:
     async def aclose(self) -> None:
         """Stop: the stream waits (bounded) for decodes in flight; what got no final is discarded,
         and published. Idempotent."""
-        if self._phase is _Phase.CLOSED:
+        if not self._life.begin_close():
             return
-        self._phase = _Phase.CLOSED
         runner, self._runner = self._runner, None
         if runner is not None:
             runner.cancel()
@@ -132,3 +120,4 @@ class Transcriber:
             await self._publish()  # what the stream still had, the discards included, then its end
         finally:
             await self._tasks.aclose()
+        self._life.finish_close()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from openab_voice.bus.events import ErrorRaised, Event, LatencyMeasured
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError
+from openab_voice.errors import ErrorCode, OpenabError
 from openab_voice.stt.base import Hypothesis
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
@@ -145,7 +145,7 @@ class TranscriptReporter:
         self.discard(utt, reason, text)
 
     def failed(self, job: DecodeJob, exc: BaseException) -> None:
-        code = exc.code if isinstance(exc, OpenabError) else "STT_DECODE_FAILED"
+        code = exc.code if isinstance(exc, OpenabError) else ErrorCode.STT_DECODE_FAILED
         log.warning("speech-to-text decode failed for %s: %r", job.utterance_id, exc)
         self._emit(
             ErrorRaised(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from openab_voice.clock import Clock
-from openab_voice.errors import OpenabError
-from openab_voice.providers.speech import (
+from openab_voice.errors import ErrorCode, ProviderRequestFailed
+from openab_voice.providers.chat import (
     ChatCapabilities,
     ChatDone,
     ChatEvent,
@@ -64,7 +64,7 @@ class ScriptedChatModel:
                     await self._clock.sleep(self.token_s)
                 yield TextDelta(text=word if i == 0 else " " + word)
                 if fail:
-                    raise _LlmFailed("scripted failure", code="LLM_FAILED")
+                    raise ProviderRequestFailed("scripted failure", code=ErrorCode.LLM_FAILED)
             finished = True
             self.completed += 1
             yield ChatDone(finish_reason="stop")
@@ -74,7 +74,3 @@ class ScriptedChatModel:
 
     async def aclose(self) -> None:
         return None
-
-
-class _LlmFailed(OpenabError):
-    retryable = True

@@ -10,7 +10,9 @@ their own chat model or TTS against the engine can swap one fake for the real th
 * :class:`FakeSpeechOutput` behaves like :class:`~openab_voice.discord.wire.playback.Playback` (bounded
   buffer, padded frames, ``finish`` futures, ``interrupt`` returning the position) and plays one
   20 ms frame per 20 ms of virtual time, recording each frame's tag;
-* :class:`FakeRoster`; :func:`drive` and :func:`run_until` advance virtual time.
+* :class:`FakeRoster`.
+
+Virtual time is :class:`~openab_voice.testing.virtual_time.VirtualClock`'s.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from types import TracebackType
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.clock import FakeClock
-from openab_voice.errors import VoiceError
-from openab_voice.providers.speech import (
+from openab_voice.errors import ErrorCode, VoiceError
+from openab_voice.providers.chat import (
     ChatCapabilities,
     ChatDone,
     ChatEvent,
@@ -34,8 +36,8 @@ from openab_voice.providers.speech import (
     ToolCall,
     ToolCallRequested,
     ToolSpec,
-    TtsCapabilities,
 )
+from openab_voice.providers.tts import TtsCapabilities
 
 __all__ = [
     "FakeChatModel",
@@ -44,38 +46,10 @@ __all__ = [
     "FakeTextToSpeech",
     "PlayedResult",
     "ScriptedReply",
-    "drive",
-    "run_until",
 ]
 
 FRAME_S = 0.02
 _BYTES_PER_MS = 48 * 2 * 2  # 48 kHz, stereo, s16le
-
-
-# --- virtual time ---------------------------------------------------------------------------------
-
-
-async def drive(clock: FakeClock, seconds: float, *, step: float = 0.01, spins: int = 30) -> None:
-    """Advance ``clock`` by ``seconds`` in ``step``s, letting ready tasks run after each step."""
-    for _ in range(max(1, round(seconds / step))):
-        clock.advance(step)
-        for _ in range(spins):
-            await clock.sleep(0)
-
-
-async def run_until(
-    clock: FakeClock, predicate: Callable[[], bool], *, limit_s: float = 30.0, step: float = 0.01
-) -> bool:
-    """Advance virtual time until ``predicate()`` holds (True) or ``limit_s`` passed (False)."""
-    for _ in range(30):
-        await clock.sleep(0)
-    elapsed = 0.0
-    while not predicate():
-        if elapsed >= limit_s:
-            return False
-        await drive(clock, step, step=step)
-        elapsed += step
-    return True
 
 
 # --- chat -----------------------------------------------------------------------------------------
@@ -341,7 +315,9 @@ class FakeSpeechOutput:
         for utt in self._utterances:
             if utt.id == utterance_id:
                 return utt
-        raise VoiceError(f"unknown or finished utterance {utterance_id!r}", code="VOICE_UTTERANCE_UNKNOWN")
+        raise VoiceError(
+            f"unknown or finished utterance {utterance_id!r}", code=ErrorCode.VOICE_UTTERANCE_UNKNOWN
+        )
 
     async def _play(self) -> None:
         while True:

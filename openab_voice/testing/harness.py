@@ -23,7 +23,7 @@ from openab_voice.config import Settings
 from openab_voice.discord.host.bot import VoiceBot
 from openab_voice.discord.host.session import VoiceSession
 from openab_voice.engine.bundle import ConversationProviders
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
 from openab_voice.testing.recorder import Recorder
 
@@ -56,7 +56,9 @@ class BotOnEmulator:
         records: RecordParts | None = None,
     ) -> None:
         if not users:
-            raise EmulatorError("at least one user is needed to invoke /voice join", code="EMULATOR_NO_USERS")
+            raise EmulatorError(
+                "at least one user is needed to invoke /voice join", code=ErrorCode.EMULATOR_NO_USERS
+            )
         self.settings = settings
         self.clock = clock or SystemClock()
         self.bus = bus or EventBus()
@@ -156,8 +158,8 @@ class BotOnEmulator:
             return waiter.result()
         waiter.cancel()
         if bot_task is not None and bot_task in done and bot_task.exception() is not None:
-            raise EmulatorError(f"{what}: {bot_task.exception()!r}", code="EMULATOR_BOT_FAILED")
-        raise EmulatorError(what, code="EMULATOR_TIMEOUT")
+            raise EmulatorError(f"{what}: {bot_task.exception()!r}", code=ErrorCode.EMULATOR_BOT_FAILED)
+        raise EmulatorError(what, code=ErrorCode.EMULATOR_TIMEOUT)
 
     async def at(self, seconds: float) -> None:
         """Sleep until ``seconds`` after the voice connection became ready."""

@@ -1,26 +1,12 @@
-"""Tool registry: the tools, their schemas and handlers, underneath the ToolRouter.
+"""Tool registry: the tools, their schemas and handlers, underneath the ToolRouter (ADR 0011).
 
-The registry is not a tool path of its own: the engine takes only a
-:class:`~openab_voice.tools.router.ToolRouter`, which calls :meth:`ToolRegistry.call` for what its
-budgets and audit let through (ADR 0011).
-
-A model's :class:`~openab_voice.providers.speech.ToolCall` is untrusted text. :meth:`ToolRegistry.call`
-never raises for anything the model did: an unknown tool, arguments that are not a JSON object, or
-arguments that break the tool's schema come back as a rejected :class:`ToolResult` with a reason
-the model can read and correct; a handler that fails or overruns its timeout (measured on the
-injected clock) comes back as an error result too. Only cancellation of the caller propagates.
-
-Schemas use a small JSON-schema subset, checked when a tool is registered so a typo fails at
-start-up, not during a conversation::
-
-    {"type": "object",
-     "properties": {"timezone": {"type": "string", "description": "...", "enum": [...]}},
-     "required": ["timezone"],
-     "additionalProperties": false}
-
-Property types: ``string``, ``number``, ``integer``, ``boolean``. Tool names follow the OpenAI
-function-name rule (``^[A-Za-z0-9_-]{1,64}$``) so every registered tool can be offered to any
-provider; that is why the clock tool is ``clock_now``, not ``clock.now``.
+:meth:`ToolRegistry.call` never raises for anything the model did: an unknown tool, arguments that
+are not a JSON object or break the schema, a handler that fails or overruns its timeout (on the
+injected clock) come back as a rejected or error :class:`ToolResult` the model can read. Only the
+caller's cancellation propagates. Schemas are a small JSON-schema subset checked at registration
+(``type: object``, ``properties`` of type ``string`` / ``number`` / ``integer`` / ``boolean`` with
+``description`` and ``enum``, ``required``, ``additionalProperties: false``); tool names follow the
+OpenAI rule ``^[A-Za-z0-9_-]{1,64}$`` (hence ``clock_now``). Details: docs/adr/0011-tool-router-boundary.md.
 """
 
 from __future__ import annotations
@@ -36,19 +22,13 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from openab_voice.clock import Clock
-from openab_voice.providers.speech import ToolCall, ToolSpec
+from openab_voice.errors import ErrorCode, ToolInputError
+from openab_voice.providers.chat import ToolCall, ToolSpec
 
 __all__ = [
     "CLOCK_NOW",
-    "TOOL_ARGUMENTS_INVALID",
-    "TOOL_ARGUMENTS_MALFORMED",
-    "TOOL_BAD_RESULT",
-    "TOOL_FAILED",
-    "TOOL_TIMEOUT",
-    "TOOL_UNKNOWN",
     "ToolContext",
     "ToolHandler",
-    "ToolInputError",
     "ToolRegistry",
     "ToolResult",
     "default_tools",
@@ -77,12 +57,6 @@ class ToolContext:
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 """An async handler: validated arguments and the trusted call context in, a JSON-serializable dict out."""
 
-TOOL_UNKNOWN: Final = "TOOL_UNKNOWN"
-TOOL_ARGUMENTS_MALFORMED: Final = "TOOL_ARGUMENTS_MALFORMED"
-TOOL_ARGUMENTS_INVALID: Final = "TOOL_ARGUMENTS_INVALID"
-TOOL_FAILED: Final = "TOOL_FAILED"
-TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
-TOOL_BAD_RESULT: Final = "TOOL_BAD_RESULT"
 
 CLOCK_NOW: Final = "clock_now"
 
@@ -123,13 +97,6 @@ class ToolResult:
         if self.ok:
             return json.dumps(self.content, ensure_ascii=False)
         return json.dumps({"error": self.error_code, "reason": self.reason}, ensure_ascii=False)
-
-
-class ToolInputError(Exception):
-    """Raised by a handler to reject arguments the schema cannot express (e.g. an unknown time zone).
-
-    The message is returned to the model as the reason, so it must not contain secrets.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,32 +165,32 @@ class ToolRegistry:
         """
         tool = self._tools.get(call.name)
         if tool is None:
-            return _rejected(call, TOOL_UNKNOWN, f"no tool named {call.name[:64]!r}")
+            return _rejected(call, ErrorCode.TOOL_UNKNOWN, f"no tool named {call.name[:64]!r}")
         arguments = self._parse(call.arguments)
         if isinstance(arguments, str):
-            return _rejected(call, TOOL_ARGUMENTS_MALFORMED, arguments)
+            return _rejected(call, ErrorCode.TOOL_ARGUMENTS_MALFORMED, arguments)
         problem = _violation(tool.spec.parameters, arguments)
         if problem is not None:
-            return _rejected(call, TOOL_ARGUMENTS_INVALID, problem)
+            return _rejected(call, ErrorCode.TOOL_ARGUMENTS_INVALID, problem)
         limit = tool.timeout_s if timeout_s is None else max(0.0, min(tool.timeout_s, timeout_s))
         try:
             content = await self._run(
                 tool, arguments, replace(context or ToolContext(), call_id=call.id), limit
             )
         except TimeoutError:
-            return _rejected(call, TOOL_TIMEOUT, f"no result within {limit:g} s")
+            return _rejected(call, ErrorCode.TOOL_TIMEOUT, f"no result within {limit:g} s")
         except ToolInputError as exc:
-            return _rejected(call, TOOL_ARGUMENTS_INVALID, str(exc))
+            return _rejected(call, ErrorCode.TOOL_ARGUMENTS_INVALID, exc.message)
         except Exception as exc:  # a handler bug must not end the conversation
-            return _rejected(call, TOOL_FAILED, f"{type(exc).__name__}: {exc}")
+            return _rejected(call, ErrorCode.TOOL_FAILED, f"{type(exc).__name__}: {exc}")
         if not isinstance(content, dict):
             return _rejected(
-                call, TOOL_BAD_RESULT, f"handler returned {type(content).__name__}, not an object"
+                call, ErrorCode.TOOL_BAD_RESULT, f"handler returned {type(content).__name__}, not an object"
             )
         try:
             json.dumps(content, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            return _rejected(call, TOOL_BAD_RESULT, f"result is not JSON: {exc}")
+            return _rejected(call, ErrorCode.TOOL_BAD_RESULT, f"result is not JSON: {exc}")
         return ToolResult(call_id=call.id, name=call.name, ok=True, content=content)
 
     def _parse(self, text: str) -> dict[str, Any] | str:

@@ -2,30 +2,12 @@
 
 :class:`ToolRouter` is the engine's tool path (``specs()`` and ``call()``); the
 :class:`~openab_voice.tools.registry.ToolRegistry` underneath only checks and runs what the router
-lets through. Around every call it adds:
-
-* **A closed door.** Off (``OPENAB_TOOL_ROUTER_ENABLED=false``) or without an audit log, the router
-  runs nothing: it offers the model no tools and answers any call with ``TOOL_ROUTER_DISABLED`` or
-  ``TOOL_AUDIT_UNAVAILABLE`` and a reason. A tool never runs unaudited (ADR 0011).
-
-* **Validation, strictly.** The registry checks names, JSON and types; the router also requires
-  every tool's schema to refuse unknown fields (``additionalProperties: false``), so a misspelt
-  argument is an error the model sees, never silently ignored.
-* **Risk levels.** Every tool has a :class:`ToolRisk`. ``propose`` tools start work that runs only
-  after the operator confirms it in text; the audit row says whether a confirmation is awaited.
-* **Per-turn budgets.** At most ``max_calls_per_turn`` calls and ``max_proposals_per_turn``
-  proposals per dialogue turn, and ``max_runtime_s_per_turn`` of tool time in all: a call is bounded
-  by what is left (on the injected clock), and once a budget is spent the call is refused with
-  ``TOOL_BUDGET_EXCEEDED`` and a reason the model can act on.
-* **Truncation.** A result whose JSON exceeds ``max_output_chars`` is shortened and marked
-  ``"truncated": true`` (:func:`~openab_voice.tools.output.truncate`).
-* **Audit.** One :class:`ToolCallAudit` per call, refused ones included (tool, risk, speaker,
-  confirmation status, duration, outcome, sanitized summary), written to a :class:`ToolAuditLog`
-  (the store's ``tool_calls`` table, wired by ``app``). A failed write is logged and counted; it
-  does not change what the model gets.
-
-The voice model's tools stay semantic (clock, memory, the three action tools); shell, browser and
-computer control are reached only through confirmed ACP actions (ADR 0011).
+lets through. Around every call it adds a closed door (off, or no audit log: nothing runs), strict
+validation (``additionalProperties: false``), a :class:`ToolRisk` per tool, per-turn budgets
+(``max_calls_per_turn``, ``max_proposals_per_turn``, ``max_runtime_s_per_turn``), truncation
+(``max_output_chars``) and one :class:`ToolCallAudit` per call in a :class:`ToolAuditLog`.
+Voice tools stay semantic; shell and browser only through confirmed actions. Each rule in detail:
+docs/adr/0011-tool-router-boundary.md.
 """
 
 from __future__ import annotations
@@ -40,15 +22,15 @@ from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from openab_voice.clock import Clock
-from openab_voice.providers.speech import ToolCall, ToolSpec
+from openab_voice.errors import ErrorCode
+from openab_voice.providers.chat import ToolCall, ToolSpec
+from openab_voice.settings.actions import ActionSettings
+from openab_voice.settings.defaults import default_of
 from openab_voice.tools.output import summarize, truncate
 from openab_voice.tools.registry import ToolContext, ToolHandler, ToolRegistry, ToolResult
 
 __all__ = [
     "DEFAULT_RISKS",
-    "TOOL_AUDIT_UNAVAILABLE",
-    "TOOL_BUDGET_EXCEEDED",
-    "TOOL_ROUTER_DISABLED",
     "Confirmation",
     "MemoryAuditLog",
     "RouterSettings",
@@ -60,9 +42,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOOL_BUDGET_EXCEEDED: Final = "TOOL_BUDGET_EXCEEDED"
-TOOL_ROUTER_DISABLED: Final = "TOOL_ROUTER_DISABLED"
-TOOL_AUDIT_UNAVAILABLE: Final = "TOOL_AUDIT_UNAVAILABLE"
 
 _DISABLED_REASON: Final = "tools are turned off on this bot; nothing was run: answer without them"
 _UNAUDITED_REASON: Final = (
@@ -111,10 +90,10 @@ class RouterSettings:
         turns_remembered: turns whose budgets are kept (older ones are forgotten).
     """
 
-    max_calls_per_turn: int = 4
-    max_proposals_per_turn: int = 1
-    max_runtime_s_per_turn: float = 10.0
-    max_output_chars: int = 2000
+    max_calls_per_turn: int = default_of(ActionSettings, "tool_max_calls_per_turn")
+    max_proposals_per_turn: int = default_of(ActionSettings, "tool_max_proposals_per_turn")
+    max_runtime_s_per_turn: float = default_of(ActionSettings, "tool_max_runtime_s_per_turn")
+    max_output_chars: int = default_of(ActionSettings, "tool_max_output_chars")
     turns_remembered: int = 64
 
     def __post_init__(self) -> None:
@@ -212,11 +191,11 @@ class ToolRouter:
         self._risks = dict(risks)
         self._turns: OrderedDict[str, _Spent] = OrderedDict()
         self.audit_failures = 0
-        self._closed: tuple[str, str] | None = None
+        self._refusal: tuple[str, str] | None = None
         if not enabled:
-            self._closed = (TOOL_ROUTER_DISABLED, _DISABLED_REASON)
+            self._refusal = (ErrorCode.TOOL_ROUTER_DISABLED, _DISABLED_REASON)
         elif audit is None:
-            self._closed = (TOOL_AUDIT_UNAVAILABLE, _UNAUDITED_REASON)
+            self._refusal = (ErrorCode.TOOL_AUDIT_UNAVAILABLE, _UNAUDITED_REASON)
             log.warning("tool calls are refused: there is no audit log to record them in")
         for spec in registry.specs():
             self._check(spec)
@@ -228,7 +207,7 @@ class ToolRouter:
     @property
     def refusal(self) -> str | None:
         """Why no call runs (``TOOL_ROUTER_DISABLED``, ``TOOL_AUDIT_UNAVAILABLE``); None: calls run."""
-        return self._closed[0] if self._closed is not None else None
+        return self._refusal[0] if self._refusal is not None else None
 
     def register(
         self, spec: ToolSpec, handler: ToolHandler, *, risk: ToolRisk, timeout_s: float | None = None
@@ -244,7 +223,7 @@ class ToolRouter:
 
     def specs(self) -> list[ToolSpec]:
         """The tools to offer to a model (the registry's); none while the router runs nothing."""
-        return [] if self._closed is not None else self._registry.specs()
+        return [] if self._refusal is not None else self._registry.specs()
 
     async def call(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
         """Run one call within its turn's budgets; every failure is a result, never an exception.
@@ -258,13 +237,17 @@ class ToolRouter:
         spent = self._spent(context.turn_id)
         duration_ms = 0.0
         truncated = False
-        if self._closed is not None:
-            # Closed: no budget is spent and nothing reaches the registry, not even validation.
-            code, reason = self._closed
+        if self._refusal is not None:
+            # Refused: no budget is spent and nothing reaches the registry, not even validation.
+            code, reason = self._refusal
             result = ToolResult(call_id=call.id, name=call.name, ok=False, error_code=code, reason=reason)
         elif (refusal := self._over_budget(spent, risk)) is not None:
             result = ToolResult(
-                call_id=call.id, name=call.name, ok=False, error_code=TOOL_BUDGET_EXCEEDED, reason=refusal
+                call_id=call.id,
+                name=call.name,
+                ok=False,
+                error_code=ErrorCode.TOOL_BUDGET_EXCEEDED,
+                reason=refusal,
             )
         else:
             if risk is not None:

@@ -1,4 +1,5 @@
-"""Shared end-to-end fixtures: a running loopback emulator and discord.py clients wired to it.
+"""Shared end-to-end fixtures: a running loopback emulator, discord.py clients wired to it, and the
+speech models with the module's ``LINES`` spoken (``voices``).
 
 Usage::
 
@@ -13,15 +14,22 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import discord
 import pytest
 
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig, build_client
+from tests.fakes.voices import Voices, voices_for
 
 ClientFactory = Callable[..., Any]
+
+
+@pytest.fixture(scope="module")
+def voices(request: pytest.FixtureRequest) -> Iterator[Voices]:
+    """faster-whisper, Piper and the module's ``LINES`` ({key: text}) spoken by Piper, once per module."""
+    yield from voices_for(request.module.LINES)
 
 
 @pytest.fixture

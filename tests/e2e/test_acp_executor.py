@@ -16,6 +16,7 @@ from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnComple
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.clock import Clock, FakeClock, SystemClock
 from openab_voice.jobs import EffectCeiling
+from tests.fakes.waiting import until
 
 GOAL = "add a greeting to the project"
 TURN_TIMEOUT_S = 1.5
@@ -183,7 +184,7 @@ async def test_turn_timeout_runs_on_the_injected_clock(workspace: Workspace) -> 
         clock.advance(899.0)  # nothing happens before the 900 s deadline...
         while "stopped" not in events.kinds():
             clock.advance(0.05)  # ...then small steps, so the killed agent has real time to die
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # real time: the killed agent dies in real time, not the fake clock's
 
     completion, _ = await run_turn(
         request(workspace, "hang", turn_timeout_s=900.0), clock=clock, during=autojump
@@ -215,10 +216,7 @@ async def test_group_kill_reaches_the_grandchild(workspace: Workspace) -> None:
 
     async def cancel_once_child_runs(run: AgentRun, events: Recorder) -> None:
         await events.wait("prompt_sent")
-        for _ in range(500):
-            if pid_file.exists() and pid_file.read_text():
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: pid_file.exists() and pid_file.read_text(), "the grandchild's pid file")
         assert _alive(int(pid_file.read_text()))
         await run.cancel()
 

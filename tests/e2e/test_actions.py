@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.wire import JsonObject
 from openab_voice.testing.harness import BotOnEmulator
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -117,14 +118,6 @@ def say(h: BotOnEmulator, user_id: int, text: str, n: int) -> None:
     h.session.desk.route(final)
 
 
-async def until(condition: Callable[[], bool], what: str, limit_s: float = 20.0) -> None:
-    for _ in range(int(limit_s / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def proposals(h: BotOnEmulator) -> list[JsonObject]:
     return [m for m in h.emulator.messages() if "Action proposal" in str(m.get("content", ""))]
 
@@ -202,7 +195,7 @@ async def test_spoken_approval_approves_nothing_and_reject_and_replay_are_final(
     action = await delivered_action(plane, h)
     for n, words in enumerate(["Yes.", "I approve, confirm the task.", "Jarvis, yes, go ahead."], start=2):
         say(h, OPERATOR, words, n)
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)  # real time: a window for a wrong approval to act; nothing signals "ignored"
     assert (await plane.broker.get(action.id)).status is JobStatus.DELIVERED  # type: ignore[union-attr]
     assert len(proposals(h)) == 1 and not plane.executor.running
 
@@ -225,8 +218,8 @@ async def test_slash_actions_lists_and_cancel_stops_a_pending_proposal(
     say(h, OPERATOR, "Start a task: summarize the open issues.", 1)
     say(h, GUEST, "Start a task: mine some coins.", 2)  # not the operator: audit data only
     await until(lambda: bool(proposals(h)), "the proposal")
-    await asyncio.sleep(0.3)
-    action = await only_action(plane, h)
+    action = await delivered_action(plane, h)
+    await until(lambda: plane.store.audit_entries(kind="request_refused"), "the guest's refused request")
     refused = plane.store.audit_entries(kind="request_refused")
     assert len(refused) == 1 and refused[0].actor == str(GUEST)
 

@@ -34,13 +34,13 @@ from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, SpeechDropped
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.jobs import JobStatus
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
 from tests.fakes.sessions import SilentStt
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -99,14 +99,6 @@ async def bot(tmp_path: Path, tts: TextToSpeech) -> AsyncIterator[tuple[BotOnEmu
         parts.store.close()
 
 
-async def until(condition: Callable[[], bool], what: str, limit_s: float = 30.0) -> None:
-    for _ in range(int(limit_s / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def of(events: list[Event], kind: type[Any]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
 
@@ -143,7 +135,7 @@ async def run_task(h: BotOnEmulator, events: list[Event]) -> str:
     await until(delivered, "the delivered write")
     clicked = await h.emulator.click_button(OPERATOR, int(proposal["id"]), button_id(CONFIRM, action.id))
     assert "Confirmed" in (await clicked.reply()).content
-    await until(lambda: bool(of(events, ActionResultPosted)), "the result", 60.0)
+    await until(lambda: bool(of(events, ActionResultPosted)), "the result", within_s=60.0)
     return action.id
 
 
@@ -160,7 +152,7 @@ class Arrivals:
             last = self._sink.last_audio_at
             if last is not None and (not self.times or last > self.times[-1]):
                 self.times.append(last)
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # real time: the poll samples when each packet arrived
 
     def last_before(self, moment: float) -> float | None:
         before = [t for t in self.times if t <= moment]
@@ -216,7 +208,7 @@ async def check_downgrade(events: list[Event], arrivals: Arrivals, reason: str, 
     """The line stopped within ``CUT_WITHIN_S`` of the change, withdrawn for ``reason``, and the
     status line followed in full."""
     status_said = lambda: any(u.text == STATUS for u in of(events, BotUtteranceFinished))  # noqa: E731
-    await until(status_said, "the status line", 15.0)
+    await until(status_said, "the status line", within_s=15.0)
     withdrawn = [d for d in of(events, SpeechDropped) if "result read to its audience" in d.cause]
     assert len(withdrawn) == 1, timeline(events, changed)
     [dropped] = withdrawn
@@ -287,6 +279,6 @@ async def test_an_unchanged_room_hears_the_whole_result(bot: tuple[BotOnEmulator
     [reading] = [u for u in of(events, BotUtteranceFinished) if u.text.startswith(DETAILED_START)]
     assert not reading.interrupted and GOAL in reading.spoken_text
     assert reading.spoken_text.endswith("The full result is in the text channel.")
-    await asyncio.sleep(1.0)  # nothing follows it
+    await asyncio.sleep(1.0)  # real time: a window in which nothing may follow it
     assert not [d for d in of(events, SpeechDropped) if "result read to its audience" in d.cause]
     assert not any(u.text == STATUS for u in of(events, BotUtteranceFinished))

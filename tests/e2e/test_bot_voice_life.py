@@ -150,7 +150,7 @@ async def both_speak(h: BotOnEmulator, heard: Heard, clips: dict[int, bytes]) ->
     offsets = {ALICE: 0.0, BOB: 0.4}
 
     async def speak(uid: int) -> None:
-        await h.clock.sleep(offsets[uid])
+        await h.clock.sleep(offsets[uid])  # real time: bob starts 0.4 s after alice, over her
         await h.emulator.speaker(uid).say(clips[uid])
 
     await asyncio.gather(speak(ALICE), speak(BOB))
@@ -185,7 +185,7 @@ async def gap_during_speech(
     talk = asyncio.create_task(h.emulator.speaker(ALICE).say(clips[ALICE]))
     # One second into what the bot hears (the emulator encodes before it sends).
     await until(lambda: heard.count(ALICE, t0) > 0, "alice's first frame", timeout=5)
-    await h.clock.sleep(1.0)
+    await h.clock.sleep(1.0)  # real time: the break comes one second into her speech
     await event()
     gap = await heard.gap()
     await talk

@@ -104,7 +104,7 @@ async def talk_through(
     # The emulator encodes the utterance before it sends (up to ~0.5 s on a busy machine): the
     # transition comes 0.8 s into what the bot hears.
     await until(lambda: bool(frames.of(uid, t0)), "the first frame", timeout=5)
-    await h.clock.sleep(0.8)
+    await h.clock.sleep(0.8)  # real time: the transition lands 0.8 s into the heard audio
     started = h.clock.monotonic()
     await transition()
     await talk
@@ -150,7 +150,7 @@ async def assert_heard_apart(h: BotOnEmulator, frames: Frames, clips: dict[int, 
     clips = {uid: clip[: RATE * 4 * 2] for uid, clip in clips.items()}
 
     async def bob() -> None:
-        await h.clock.sleep(0.4)
+        await h.clock.sleep(0.4)  # real time: bob starts 0.4 s after alice, over her
         await h.emulator.speaker(BOB).say(clips[BOB])
 
     await asyncio.gather(h.emulator.speaker(ALICE).say(clips[ALICE]), bob())

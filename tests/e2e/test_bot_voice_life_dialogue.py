@@ -5,7 +5,7 @@ front end, faster-whisper and Piper; the model is scripted."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -17,9 +17,9 @@ from openab_voice.discord.wire.events import PlaybackFinished, VoiceGap
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import ChatMessage, TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
-from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.providers.chat import ChatMessage
+from openab_voice.providers.tts import TextToSpeech
+from openab_voice.stt.base import SpeechToText
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
@@ -37,20 +37,6 @@ LINES = {
     "tower": "Jarvis, tell me about the Eiffel Tower.",
     "question": "Jarvis, what is the capital of France?",
 }
-
-
-@pytest.fixture(scope="module")
-def voices() -> Iterator[tuple[SpeechToText, TextToSpeech, dict[str, bytes]]]:
-    stt = stt_registry().create("faster-whisper", SttConfig())
-    tts = tts_registry().create("piper", TtsConfig())
-
-    async def synthesize() -> dict[str, bytes]:
-        return {key: b"".join([c async for c in tts.synthesize(text)]) for key, text in LINES.items()}
-
-    speech = asyncio.run(synthesize())
-    yield stt, tts, speech
-    asyncio.run(tts.aclose())
-    stt.close()
 
 
 def _answer(messages: Sequence[ChatMessage]) -> str:

@@ -8,13 +8,12 @@ containment turned off explicitly, every proposal says so.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from openab_voice.errors import ConfigError
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
 from tests.e2e.test_actions import GUEST, OPERATOR, proposals, say
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -76,14 +76,6 @@ def parts_for(settings: Settings) -> ActionParts:
     parts = build_action_parts(settings, clock=SystemClock())
     assert parts is not None
     return parts
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_auto_without_bubblewrap_refuses_every_action_and_says_why(

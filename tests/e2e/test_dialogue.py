@@ -7,14 +7,13 @@ scripted stand-in (``ScriptedChatModel``) so the answers, and therefore the asse
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 from openab_voice.audio.events import EchoGateDecision
-from openab_voice.bus.events import ErrorRaised, Event
+from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import SystemClock
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
@@ -25,13 +24,14 @@ from openab_voice.engine.events import (
     TurnIgnored,
 )
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
-from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.providers.tts import TextToSpeech
+from openab_voice.stt.base import SpeechToText
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import Reply, ScriptedChatModel
 from openab_voice.testing.emulator import EchoPath, EmulatorConfig
+from openab_voice.testing.events import EventLog
 from openab_voice.testing.harness import BotOnEmulator
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -52,38 +52,9 @@ LINES = {
 }
 
 
-@pytest.fixture(scope="module")
-def voices() -> Iterator[tuple[SpeechToText, TextToSpeech, dict[str, bytes]]]:
-    """Models loaded once per module; the speakers' lines synthesized with the same Piper voice."""
-    stt = stt_registry().create("faster-whisper", SttConfig())
-    tts = tts_registry().create("piper", TtsConfig())
-
-    async def synthesize() -> dict[str, bytes]:
-        return {key: b"".join([c async for c in tts.synthesize(text)]) for key, text in LINES.items()}
-
-    speech = asyncio.run(synthesize())
-    yield stt, tts, speech
-    asyncio.run(tts.aclose())
-    stt.close()
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[Any]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def transitions(self) -> list[str]:
-        return [f"{e.previous}->{e.state}" for e in self.of(DialogueStateChanged)]
-
-
 def session(
     voices: tuple[SpeechToText, TextToSpeech, dict[str, bytes]], replies: list[Reply], users: dict[int, str]
-) -> tuple[BotOnEmulator, ScriptedChatModel, Recorder]:
+) -> tuple[BotOnEmulator, ScriptedChatModel, EventLog]:
     stt, tts, _ = voices
     chat = ScriptedChatModel(SystemClock(), replies, ttft_s=0.2, token_s=0.01)
     dialogue, caps = negotiate(
@@ -97,22 +68,23 @@ def session(
     h = BotOnEmulator(
         settings, EmulatorConfig(dave=True, bot_name="Jarvis"), users=users, providers=providers
     )
-    events = Recorder()
-    h.bus.subscribe(Event, events)
-    return h, chat, events
+    return h, chat, EventLog(h.bus)
 
 
-async def wait_for(events: Recorder, kind: type[Any], count: int = 1, within_s: float = 20.0) -> list[Any]:
-    for _ in range(int(within_s / 0.05)):
-        found = events.of(kind)
-        if len(found) >= count:
-            return found
-        await asyncio.sleep(0.05)
+def described(events: EventLog, what: str) -> str:
     heard = [(type(e).__name__, getattr(e, "text", ""), getattr(e, "reason", "")) for e in events.events]
     heard = [h for h in heard if h[0].startswith(("Transcript", "Turn", "Speech", "Error"))]
-    raise AssertionError(
-        f"no {kind.__name__} within {within_s} s; transitions: {events.transitions()}; {heard}"
+    return f"{what}; transitions: {events.transitions()}; {heard}"
+
+
+async def wait_for(events: EventLog, kind: type[Any], count: int = 1, within_s: float = 20.0) -> list[Any]:
+    await until(
+        lambda: len(events.of(kind)) >= count,
+        lambda: described(events, f"{count} {kind.__name__}"),
+        within_s=within_s,
+        every_s=0.05,
     )
+    return events.of(kind)
 
 
 def context_rows(h: BotOnEmulator) -> list[dict[str, str]]:
@@ -152,13 +124,14 @@ async def test_interruption_cancels_the_answer_and_commits_only_what_was_heard(v
         speaker = h.emulator.speaker(ALICE)
         await speaker.say(voices[2]["tower"])
         await wait_for(events, DialogueStateChanged, count=3)  # ... -> speaking
-        await asyncio.sleep(2.5)  # into the second sentence
+        await asyncio.sleep(2.5)  # real time: 2.5 s into the answer, the second sentence is playing
         await speaker.say(voices[2]["stop"])
         utterances = await wait_for(events, BotUtteranceFinished, count=1)
-        for _ in range(300):  # the interrupting speech becomes the next turn(s)
-            if any("something else" in r[-1].content.lower() for r in chat.requests[1:]):
-                break
-            await asyncio.sleep(0.05)
+        await until(  # the interrupting speech becomes the next turn(s)
+            lambda: any("something else" in r[-1].content.lower() for r in chat.requests[1:]),
+            lambda: described(events, "the interrupting speech asked of the model"),
+            every_s=0.05,
+        )
         rows = context_rows(h)
     cut = utterances[0]
     assert cut.interrupted and cut.text.startswith("The Eiffel Tower is in Paris.")
@@ -182,7 +155,7 @@ async def test_talk_among_humans_without_the_wake_name_gets_no_reply(voices) -> 
     async with h:
         await h.emulator.speaker(ALICE).say(voices[2]["question"])
         ignored = await wait_for(events, TurnIgnored)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # real time: a window in which the bot must not answer
         rows = context_rows(h)
     assert ignored[0].reason == "not_addressed" and ignored[0].speaker_id == str(ALICE)
     assert chat.requests == [] and events.of(BotUtteranceFinished) == []
@@ -195,16 +168,17 @@ async def test_speech_not_for_the_bot_is_a_false_interruption_and_the_answer_res
     async with h:
         await h.emulator.speaker(ALICE).say(voices[2]["addressed"])
         await wait_for(events, DialogueStateChanged, count=3)
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(2.0)  # real time: bob talks 2 s into the answer being played
         await h.emulator.speaker(BOB).say(voices[2]["aside"])  # bob talks to alice over the bot
         await wait_for(events, InterruptionDetected)
         # Preemptive generation may have asked more than once for alice's question (a speculation
         # withdrawn and made again); what matters is that nothing is asked after the interruption.
         asked = len(chat.requests)
-        for _ in range(600):  # the resumed answer plays to its end
-            if any(not u.interrupted for u in events.of(BotUtteranceFinished)):
-                break
-            await asyncio.sleep(0.05)
+        await until(  # the resumed answer plays to its end
+            lambda: any(not u.interrupted for u in events.of(BotUtteranceFinished)),
+            lambda: described(events, "the resumed answer played to its end"),
+            every_s=0.05,
+        )
         utterances = events.of(BotUtteranceFinished)
     causes = [e.cause for e in events.of(DialogueStateChanged)]
     assert "false_interruption" in causes  # bob's aside was not a turn: the bot picked up again
@@ -231,10 +205,11 @@ async def test_llm_failure_recovers_to_listening_without_touching_context(voices
     async with h:
         speaker = h.emulator.speaker(ALICE)
         await speaker.say(voices[2]["question"])
-        for _ in range(200):
-            if "recovering->listening" in events.transitions():
-                break
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: "recovering->listening" in events.transitions(),
+            lambda: described(events, "the recovery to listening"),
+            every_s=0.05,
+        )
         rows_after_failure = context_rows(h)
         failed = len(events.of(BotUtteranceFinished))  # the failed turn reports an empty, cut utterance
         await speaker.say(voices[2]["again"])

@@ -5,13 +5,11 @@ same Piper voice speaks, audio paced as it plays). The cascade's scenarios, on t
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from openab_voice.bus.events import Event, LatencyMeasured
+from openab_voice.bus.events import LatencyMeasured
 from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import (
@@ -22,11 +20,10 @@ from openab_voice.engine.events import (
 )
 from openab_voice.engine.realtime import RealtimeEngine, realtime_capabilities
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.realtime_openai import OpenAIRealtime, RealtimeConfig
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
-from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.providers.realtime import RealtimeConfig
+from openab_voice.providers.realtime_openai import OpenAIRealtime
 from openab_voice.testing.emulator import EchoPath, EmulatorConfig
+from openab_voice.testing.events import EventLog
 from openab_voice.testing.harness import BotOnEmulator
 from openab_voice.testing.realtime import (
     LoopbackRealtimeServer,
@@ -36,6 +33,8 @@ from openab_voice.testing.realtime import (
     Turn,
     WhisperListener,
 )
+from tests.fakes.voices import Voices
+from tests.fakes.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -50,57 +49,20 @@ LINES = {
     "stop": "Wait, stop please, I want to ask you something else instead.",
 }
 
-Voices = tuple[SpeechToText, TextToSpeech, dict[str, bytes]]
-
-
-@pytest.fixture(scope="module")
-def voices() -> Iterator[Voices]:
-    stt = stt_registry().create("faster-whisper", SttConfig())
-    tts = tts_registry().create("piper", TtsConfig())
-
-    async def synthesize() -> dict[str, bytes]:
-        return {key: b"".join([c async for c in tts.synthesize(text)]) for key, text in LINES.items()}
-
-    speech = asyncio.run(synthesize())
-    yield stt, tts, speech
-    asyncio.run(tts.aclose())
-    stt.close()
-
 
 def _reply(turn: Turn) -> str:
     heard = turn.last_user_text.lower()
     return LONG_ANSWER if "tower" in heard or "eiffel" in heard else "Okay."
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[Any]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def transitions(self) -> list[str]:
-        return [f"{e.previous}->{e.state}" for e in self.of(DialogueStateChanged)]
-
-
-async def wait_for(events: Recorder, kind: type[Any], count: int = 1, within_s: float = 40.0) -> list[Any]:
-    for _ in range(int(within_s / 0.05)):
-        found = events.of(kind)
-        if len(found) >= count:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no {kind.__name__} within {within_s} s; transitions: {events.transitions()}")
-
-
-async def until(predicate: Callable[[], bool], within_s: float = 40.0) -> None:
-    for _ in range(int(within_s / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"not reached within {within_s} s")
+async def wait_for(events: EventLog, kind: type[Any], count: int = 1, within_s: float = 40.0) -> list[Any]:
+    await until(
+        lambda: len(events.of(kind)) >= count,
+        lambda: f"{count} {kind.__name__}; transitions: {events.transitions()}",
+        within_s=within_s,
+        every_s=0.05,
+    )
+    return events.of(kind)
 
 
 class Call:
@@ -116,7 +78,7 @@ class Call:
             pacing=Pacing(first_audio_latency_s=0.2),
         )
         self.stt = stt
-        self.events = Recorder()
+        self.events: EventLog
         self.h: BotOnEmulator | None = None
 
     async def __aenter__(self) -> BotOnEmulator:
@@ -135,14 +97,12 @@ class Call:
             users={ALICE: "alice"},
             providers=providers,
         )
-        self.h.bus.subscribe(Event, self.events)
+        self.events = EventLog(self.h.bus)
         await self.h.__aenter__()
         conversation = self.h.session.conversation
         assert conversation is not None and isinstance(conversation.engine, RealtimeEngine)
-        for _ in range(400):
-            if conversation.engine.ready:
-                break
-            await asyncio.sleep(0.05)
+        engine = conversation.engine
+        await until(lambda: engine.ready, "the realtime engine's session to be ready", every_s=0.05)
         return self.h
 
     async def __aexit__(self, *exc: object) -> None:
@@ -175,18 +135,18 @@ async def test_a_barge_in_over_discord_truncates_at_what_the_listener_heard(voic
         before_ms = sink.ms
         await speaker.say(voices[2]["tower"])
         await wait_for(call.events, DialogueStateChanged, count=3)
-        await until(lambda: sink.ms - before_ms >= 2500)  # into the second sentence
+        await until(lambda: sink.ms - before_ms >= 2500, "2.5 s of the answer heard (its second sentence)")
         await speaker.say(voices[2]["stop"])
         await wait_for(call.events, InterruptionDetected)
         [cut] = await wait_for(call.events, ProviderTruncated)
         heard_ms = sink.ms - before_ms
         done = await wait_for(call.events, BotUtteranceFinished)
-        await asyncio.sleep(0.3)  # let the server apply the truncate
+        session = call.server.sessions[0]
+        await until(lambda: session.conversation.truncations, "the server to apply the truncate")
     assert abs(cut.audio_end_ms - heard_ms) <= 40.0
     first = done[0]
     assert first.interrupted and first.spoken_text and LONG_ANSWER.startswith(first.spoken_text)
     assert first.spoken_text != LONG_ANSWER
-    session = call.server.sessions[0]
     truncated = session.conversation.truncations
     assert session.errors_sent == []
     assert truncated and truncated[0].audio_end_ms == cut.audio_end_ms

@@ -29,6 +29,7 @@ import pytest
 from discord.opus import Decoder, Encoder
 
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +122,7 @@ class NodeClient:
                 status = await self.event("status")
                 if predicate(status):
                     return status
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # real time: the client's status is only ever asked for
         raise AssertionError(what)  # pragma: no cover - the timeout raises first
 
 
@@ -328,6 +329,8 @@ async def test_discordjs_dave_commits_recovery_replay_and_move(node: str, tmp_pa
 
 
 async def until_new_session(emulator: DiscordEmulator, old_ssrc: int, timeout: float = 20.0) -> None:  # noqa: ASYNC109
-    async with asyncio.timeout(timeout):
-        while (session := emulator.voice_session()) is None or session.bot_ssrc == old_ssrc:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+    def new() -> bool:
+        session = emulator.voice_session()
+        return session is not None and session.bot_ssrc != old_ssrc
+
+    await until(new, f"a voice session other than SSRC {old_ssrc}", within_s=timeout, every_s=0.02)

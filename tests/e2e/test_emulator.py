@@ -34,6 +34,7 @@ from openab_voice.testing.emulator import (
 )
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner
 from tests.e2e.conftest import ClientFactory
+from tests.fakes import waiting
 
 pytestmark = pytest.mark.e2e
 
@@ -56,12 +57,7 @@ def dominant_hz(pcm: bytes) -> float:
 
 async def until(predicate: Any, what: str, timeout: float = 5.0) -> None:  # noqa: ASYNC109
     """Poll state that discord.py's threads or the emulator update without an awaitable to wait on."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not predicate():  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
+    await waiting.until(predicate, what, within_s=timeout)
 
 
 # --- login, guild, REST errors -------------------------------------------------------------------
@@ -461,7 +457,7 @@ async def test_speaker_pacing_follows_the_injected_clock() -> None:
             say = asyncio.create_task(emu.speaker(ALICE).say(tone(440.0, 0.1)))  # 5 frames + 5 silence
             await until(lambda: len(capture.packets()) == 1, "the first packet")
             for sent in range(2, 11):
-                await asyncio.sleep(0.03)  # real time alone moves nothing
+                await asyncio.sleep(0.03)  # real time: it alone moves nothing, only the fake clock does
                 assert len(capture.packets()) == sent - 1
                 clock.advance(0.0201)  # just past the next 20 ms deadline
                 await until(lambda n=sent: len(capture.packets()) == n, f"packet {sent}")

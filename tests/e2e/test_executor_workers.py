@@ -176,7 +176,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(0.1)  # real time: polls worker processes and the store they write
 
 
 def starts(store: JobStore, action_id: str) -> int:

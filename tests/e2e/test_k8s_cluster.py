@@ -137,7 +137,7 @@ def wait_until(condition: Callable[[], Any], what: str, timeout_s: float, interv
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(interval_s)
+        time.sleep(interval_s)  # real time: polls a live cluster
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +398,7 @@ def run_job(
         if job["terminal"]:
             seen["settled_s"] = round(now, 2)
             break
-        time.sleep(0.25)
+        time.sleep(0.25)  # real time: polls a live cluster
     assert job.get("terminal"), f"{action_id} did not settle in {timeout_s} s: {job.get('status')}"
     gone_from = time.monotonic()
     wait_until(lambda: not c.exists("pod", pod_name), f"{pod_name} to be deleted", 120, 0.25)
@@ -582,7 +582,7 @@ def test_a_cancel_reaches_the_agent_in_its_pod(
     def cancel_when_running(pod_name: str, pod: dict[str, Any]) -> bool:
         if pod["status"].get("phase") != "Running":
             return False
-        time.sleep(2.0)  # the prompt is in flight: the agent holds the turn
+        time.sleep(2.0)  # real time: a live cluster; then the prompt is in flight, the agent holds the turn
         action_id = pod_name.removeprefix("openab-action-")
         step(f"cancel {action_id}: {c.store('cancel', action_id)}")
         asked["at"] = time.monotonic()
@@ -610,7 +610,7 @@ def test_pod_deleted_from_outside_is_outcome_unknown(deployed: Cluster) -> None:
     def delete_when_running(pod_name: str, pod: dict[str, Any]) -> bool:
         if pod["status"].get("phase") != "Running":
             return False
-        time.sleep(2.0)  # the prompt is in flight: the agent holds the turn
+        time.sleep(2.0)  # real time: a live cluster; then the prompt is in flight, the agent holds the turn
         c.kubectl("delete", "pod", pod_name, "--wait=false")
         deleted["at"] = time.monotonic()
         step(f"deleted {pod_name} from outside (kubectl delete pod)")

@@ -20,7 +20,7 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.memory.meeting import NOT_IN_AUDIENCE, STORAGE_OFF
-from openab_voice.providers.speech import (
+from openab_voice.providers.chat import (
     ChatCapabilities,
     ChatDone,
     ChatEvent,

@@ -5,8 +5,7 @@ her later question reaches the model with the memory as its own system message, 
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +19,17 @@ from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.memory.intake import ACK_SAVED
-from openab_voice.providers.speech import ChatMessage, TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
-from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
+from openab_voice.providers.chat import ChatMessage
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
+from tests.fakes import waiting
 
 pytestmark = pytest.mark.e2e
 
 ALICE = 1001
 LINES = {"remember": "Remember that Alice prefers green tea.", "ask": "What should I make Alice to drink?"}
-
-
-@pytest.fixture(scope="module")
-def voices() -> Iterator[tuple[SpeechToText, TextToSpeech, dict[str, bytes]]]:
-    stt = stt_registry().create("faster-whisper", SttConfig())
-    tts = tts_registry().create("piper", TtsConfig())
-
-    async def synthesize() -> dict[str, bytes]:
-        return {key: b"".join([c async for c in tts.synthesize(text)]) for key, text in LINES.items()}
-
-    speech = asyncio.run(synthesize())
-    yield stt, tts, speech
-    asyncio.run(tts.aclose())
-    stt.close()
 
 
 def answer(messages: Sequence[ChatMessage]) -> str:
@@ -54,12 +38,13 @@ def answer(messages: Sequence[ChatMessage]) -> str:
 
 
 async def until(events: list[Event], condition: Any, what: str, within_s: float = 40.0) -> None:
-    for _ in range(int(within_s / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    said = [getattr(e, "text", "") for e in events if isinstance(e, (TranscriptFinal, BotUtteranceFinished))]
-    raise AssertionError(f"timed out waiting for {what}; heard and said: {said}")
+    def described() -> str:
+        said = [
+            getattr(e, "text", "") for e in events if isinstance(e, (TranscriptFinal, BotUtteranceFinished))
+        ]
+        return f"{what}; heard and said: {said}"
+
+    await waiting.until(condition, described, within_s=within_s, every_s=0.05)
 
 
 async def test_a_remembered_fact_is_recalled_into_a_later_turn(voices: Any, tmp_path: Path) -> None:

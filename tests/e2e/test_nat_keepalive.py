@@ -54,7 +54,7 @@ def heard_packets(h: BotOnEmulator) -> int:
 
 async def speak_after_silence(h: BotOnEmulator) -> SendReport:
     """Nobody talks and the bot does not play for ``SILENCE_S``; then alice speaks."""
-    await h.clock.sleep(SILENCE_S)
+    await h.clock.sleep(SILENCE_S)  # real time: the silence outlasts the emulator's NAT timeout
     report = await h.emulator.speaker(ALICE).say(TONE)
     assert report.completed and report.sent > 0
     return report
@@ -66,7 +66,7 @@ async def all_heard(h: BotOnEmulator, expected: int) -> None:
     async def poll() -> None:
         while heard_packets(h) < expected:
             await h.session.receiver.sync()
-            await h.clock.sleep(0.02)
+            await h.clock.sleep(0.02)  # real time: the reader thread feeds the receiver; polled
 
     try:
         await wait_for(h.clock, 5.0, poll())

@@ -33,10 +33,10 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged, InterruptionDetected
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
+from openab_voice.errors import ProviderRequestFailed
+from openab_voice.providers.chat import ChatConfig, ChatDone, ChatEvent, ChatMessage, TextDelta, ToolSpec
 from openab_voice.providers.chat_llama import default_model_path
 from openab_voice.providers.chat_openai import OpenAiChat
-from openab_voice.providers.speech import ChatDone, ChatEvent, ChatMessage, TextDelta, ToolSpec
-from openab_voice.providers.speech_registry import ChatConfig, ProviderRequestFailed
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import FakeRoster, FakeSpeechOutput, FakeTextToSpeech
 from openab_voice.tools import ToolRegistry
@@ -121,7 +121,7 @@ def start_server(directory: Path) -> LlamaServer:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{server.base_url}/models", timeout=1.0).status_code == 200:
                 return server
-        time.sleep(0.2)
+        time.sleep(0.2)  # real time: polls a starting server process
     server.kill()
     pytest.fail(f"llama_cpp.server not ready after {START_TIMEOUT_S} s:\n{server.log()[-4000:]}")
 
@@ -160,7 +160,7 @@ async def poll(predicate: Callable[[], bool], *, within_s: float, step_s: float 
     for _ in range(round(within_s / step_s)):
         if predicate():
             return True
-        await asyncio.sleep(step_s)
+        await asyncio.sleep(step_s)  # real time: the server runs in real time
     return predicate()
 
 

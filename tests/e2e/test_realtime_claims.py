@@ -18,8 +18,8 @@ from openab_voice.actions.speech import status_line
 from openab_voice.engine.events import BotUtteranceFinished, ProviderTruncated, SpeechClaimCut, SpeechDropped
 from openab_voice.engine.state import DialogueState
 from openab_voice.jobs import JobStatus
-from tests.fakes.dialogue_rig import SESSION
-from tests.fakes.realtime_rig import RealtimeRig
+from openab_voice.testing.realtime.rig import RealtimeRig
+from openab_voice.testing.rig import SESSION
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,7 +27,7 @@ WAITING = status_line(JobStatus.DELIVERED)
 
 
 def _said(rig: RealtimeRig) -> list[str]:
-    return [u.spoken_text for u in rig.of(BotUtteranceFinished)]
+    return [u.spoken_text for u in rig.events.of(BotUtteranceFinished)]
 
 
 def _status(rig: RealtimeRig, status: JobStatus, action_id: str = "act-1", session: str = SESSION) -> None:
@@ -71,7 +71,9 @@ async def test_a_status_line_cut_by_a_false_interruption_is_resumed_by_the_exact
         await rig.until(lambda: len(rig.output.played) >= 25)  # into the first sentence
         started = rig.speech_started()
         rig.speech_ended(started=started)  # a cough: no words follow
-        await rig.until(lambda: any(u.spoken_text.endswith("yet.") for u in rig.of(BotUtteranceFinished)))
+        await rig.until(
+            lambda: any(u.spoken_text.endswith("yet.") for u in rig.events.of(BotUtteranceFinished))
+        )
         assert rig.client_events("response.create") == []  # the resume never went to the model
         assert rig.tts.requested == [line, line]  # cut, then said again, exactly
 
@@ -84,7 +86,7 @@ async def test_a_false_claim_is_cut_before_it_plays_reported_and_corrected() -> 
         _status(rig, JobStatus.DELIVERED)
         rig.say("is my task done")
         utt = await rig.until_finished("turn-1")
-        [cut] = rig.of(SpeechClaimCut)
+        [cut] = rig.events.of(SpeechClaimCut)
         assert (cut.claimed, cut.actual, cut.action_id) == ("done", "delivered", "act-1")
         assert cut.text.startswith("Done") and cut.correction == WAITING
         # What came before the claim was heard to its end; the claim never played and is no record.
@@ -94,7 +96,7 @@ async def test_a_false_claim_is_cut_before_it_plays_reported_and_corrected() -> 
         assert abs(cut.kept_ms - 20.0 * len(first)) <= 20.0
         # The model stopped generating and its item keeps only what was heard.
         assert len(rig.client_events("response.cancel")) == 1
-        [truncated] = rig.of(ProviderTruncated)
+        [truncated] = rig.events.of(ProviderTruncated)
         assert truncated.audio_end_ms <= cut.kept_ms
         session = rig.session()
         await rig.until(lambda: bool(session.conversation.truncations))
@@ -119,7 +121,7 @@ async def test_a_claim_the_store_bears_out_stands() -> None:
         _status(rig, JobStatus.SUCCEEDED)
         rig.say("is my task done")
         utt = await rig.until_finished("turn-1")
-        assert rig.of(SpeechClaimCut) == []
+        assert rig.events.of(SpeechClaimCut) == []
         assert utt.spoken_text == reply
         assert rig.client_events("response.cancel") == []
 
@@ -130,7 +132,7 @@ async def test_another_sessions_action_does_not_bear_out_a_claim() -> None:
         _status(rig, JobStatus.RUNNING, session="another-session")
         rig.say("start it")
         await rig.until_finished("turn-1")
-        [cut] = rig.of(SpeechClaimCut)
+        [cut] = rig.events.of(SpeechClaimCut)
         assert (cut.claimed, cut.actual, cut.action_id) == ("running", "no task", None)
         await rig.until(lambda: status_line(None) in _said(rig))
 
@@ -143,7 +145,7 @@ async def test_a_claim_whose_first_words_already_played_is_stopped_at_once() -> 
         _status(rig, JobStatus.SUCCEEDED)
         rig.say("how is it going")
         utt = await rig.until_finished("turn-1")
-        [cut] = rig.of(SpeechClaimCut)
+        [cut] = rig.events.of(SpeechClaimCut)
         assert (cut.claimed, cut.actual) == ("running", "succeeded")
         assert utt.interrupted and utt.spoken_text == "" and utt.text == ""
         assert rig.output.interrupts  # stopped, not played out
@@ -154,12 +156,12 @@ async def test_without_an_exact_voice_a_status_line_is_dropped_never_asked_of_th
     async with RealtimeRig(replies=["It is noon."], exact_voice=False) as rig:
         await rig.until_ready()
         rig.manager.announce(WAITING)
-        await rig.until(lambda: bool(rig.of(SpeechDropped)))
-        [dropped] = rig.of(SpeechDropped)
+        await rig.until(lambda: bool(rig.events.of(SpeechDropped)))
+        [dropped] = rig.events.of(SpeechDropped)
         assert dropped.text == WAITING and "no exact voice" in dropped.reason
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.client_events("response.create") == []
         # Settled like any response, once, with nothing heard (the engine contract).
-        await rig.until(lambda: bool(rig.of(BotUtteranceFinished)))
-        [settled] = rig.of(BotUtteranceFinished)
+        await rig.until(lambda: bool(rig.events.of(BotUtteranceFinished)))
+        [settled] = rig.events.of(BotUtteranceFinished)
         assert (settled.turn_id, settled.spoken_text) == (dropped.turn_id, "")

@@ -33,9 +33,10 @@ from openab_voice.engine.events import (
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.state import DialogueState
 from openab_voice.jobs import JobStatus
-from openab_voice.providers.speech import ToolSpec
+from openab_voice.providers.chat import ToolSpec
 from openab_voice.testing.realtime import CallFunction, Faults, Turn
 from openab_voice.testing.realtime.responder import ScriptedReply
+from openab_voice.testing.realtime.rig import RealtimeRig
 from openab_voice.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.fakes.actions import (
     GENERATION,
@@ -46,7 +47,6 @@ from tests.fakes.actions import (
     VOICE_SESSION,
     plane_rig,
 )
-from tests.fakes.realtime_rig import RealtimeRig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,9 +88,9 @@ async def test_barge_in_cancels_and_truncates_at_the_played_position(paced: bool
         await rig.until(lambda: rig.played_ms() >= 1500)  # into the second sentence (at 1,200 ms)
         barged_at = rig.speech_started()
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        assert rig.of(InterruptionDetected)
+        assert rig.events.of(InterruptionDetected)
         heard_ms = rig.played_ms()
-        cut = rig.of(ProviderTruncated)
+        cut = rig.events.of(ProviderTruncated)
         assert len(cut) == 1 and abs(cut[0].audio_end_ms - heard_ms) <= 20
         sent = rig.client_events("conversation.item.truncate")
         assert [(t.item_id, t.audio_end_ms) for t in sent] == [(cut[0].item_id, cut[0].audio_end_ms)]
@@ -108,7 +108,7 @@ async def test_barge_in_cancels_and_truncates_at_the_played_position(paced: bool
         assert rig.context_rows()[-1] == ("assistant", "One two three four five six.")
         cancels = rig.client_events("response.cancel")
         assert len(cancels) == (1 if paced else 0)  # a response that already ended is not cancelled
-        figures = {m.metric: m.value_ms for m in rig.of(LatencyMeasured)}
+        figures = {m.metric: m.value_ms for m in rig.events.of(LatencyMeasured)}
         assert figures["truncate_sent_ms"] <= 20.0 and figures["barge_in_ms"] <= 20.0
         assert barged_at <= rig.now()
 
@@ -125,7 +125,7 @@ async def test_a_false_interruption_resumes_through_the_model() -> None:
         resume = rig.client_events("response.create")[1]
         assert resume.response.instructions.startswith("Say exactly this, and nothing else: Seven eight")
         await rig.until(
-            lambda: rig.utterance("turn-1") is not None and len(rig.of(BotUtteranceFinished)) == 2
+            lambda: rig.utterance("turn-1") is not None and len(rig.events.of(BotUtteranceFinished)) == 2
         )
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.context_rows()[-1][1].startswith("One two three four five six. Seven eight")
@@ -136,8 +136,8 @@ async def test_the_wake_name_rule_is_ours_with_two_people() -> None:
     async with RealtimeRig(replies=["Hello."], names=names) as rig:
         await rig.until_ready()
         rig.say("what time is it", speaker="bob")
-        await rig.until(lambda: bool(rig.of(TurnIgnored)))
-        assert rig.of(TurnIgnored)[0].reason == "not_addressed"
+        await rig.until(lambda: bool(rig.events.of(TurnIgnored)))
+        assert rig.events.of(TurnIgnored)[0].reason == "not_addressed"
         rig.say("Jarvis, what time is it", speaker="alice")
         await rig.until_finished("turn-1")
         users = [e for e in rig.client_events("conversation.item.create") if e.item.role == "user"]
@@ -222,7 +222,7 @@ async def test_a_failed_response_recovers_to_listening() -> None:
         await rig.until(lambda: "thinking->recovering" in rig.states())
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.states()[-1] == "recovering->listening"
-        assert any(e.code == "REALTIME_SERVER_ERROR" for e in rig.of(ErrorRaised))
+        assert any(e.code == "REALTIME_SERVER_ERROR" for e in rig.events.of(ErrorRaised))
         assert rig.context_rows() == []  # a failed response commits nothing
         rig.say("hello again")
         utt = await rig.until_finished("turn-2")
@@ -279,10 +279,10 @@ async def test_auth_failure_or_an_unknown_model_is_not_retried(key: str, model: 
         assert not rig.engine.failure.retryable and not rig.engine.ready
         assert rig.manager.state is DialogueState.RECOVERING
         rig.say("hello")
-        await rig.until(lambda: bool(rig.of(TurnIgnored)))
-        assert rig.of(TurnIgnored)[-1].reason == "recovering"
+        await rig.until(lambda: bool(rig.events.of(TurnIgnored)))
+        assert rig.events.of(TurnIgnored)[-1].reason == "recovering"
         await rig.run(1.0)
-        assert len(rig.server.sessions) <= 1 and not rig.of(TurnAccepted)  # never retried
+        assert len(rig.server.sessions) <= 1 and not rig.events.of(TurnAccepted)  # never retried
 
 
 class _Capture:
@@ -414,7 +414,7 @@ async def test_a_rate_limit_error_during_a_response_fails_it_and_the_session_goe
         )
         await rig.until(lambda: "speaking->recovering" in rig.states())
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        assert "REALTIME_RATE_LIMITED" in [e.code for e in rig.of(ErrorRaised)]
+        assert "REALTIME_RATE_LIMITED" in [e.code for e in rig.events.of(ErrorRaised)]
         assert rig.context_rows() == []  # the failed response commits nothing
         assert len(rig.client_events("response.cancel")) == 1  # what it still generated is dropped
         rig.say("and now")

@@ -15,7 +15,7 @@ import openai
 import pytest
 import soxr
 
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.emulator import load_wav_48k_stereo
 from openab_voice.testing.realtime import (

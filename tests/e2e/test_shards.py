@@ -30,6 +30,7 @@ from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 from openab_voice.testing.emulator import DiscordEmulator, EmulatorConfig
 from tests.e2e.test_executor_workers import Worker
+from tests.fakes.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)]
 
@@ -131,14 +132,6 @@ def proposal(guild: DiscordEmulator) -> dict[str, Any]:
     return found
 
 
-async def until(condition: Any, what: str) -> None:
-    for _ in range(int(WAIT_S / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_each_guild_is_served_by_its_own_shard_and_each_action_runs_once(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -186,6 +179,7 @@ async def test_each_guild_is_served_by_its_own_shard_and_each_action_runs_once(
                                 [m for m in guild.messages() if "Action proposal" in str(m["content"])]
                             ),
                             "the proposal",
+                            within_s=WAIT_S,
                         )
 
                     ids = {}
@@ -197,6 +191,7 @@ async def test_each_guild_is_served_by_its_own_shard_and_each_action_runs_once(
                                 == [JobStatus.DELIVERED]
                             ),
                             "the delivered write",
+                            within_s=WAIT_S,
                         )
                         [action] = store.recent(guild_id=guild.guild_id)
                         ids[n] = action.id

@@ -15,6 +15,7 @@ from openab_voice.discord.wire.events import SpeakerLeft
 from openab_voice.testing.emulator import EmulatorConfig, load_wav_48k_stereo
 from openab_voice.testing.harness import BotOnEmulator
 from tests.e2e.audio_match import HOP, best_correlation, energy, envelope
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +41,7 @@ def tone(freq: float, seconds: float, amplitude: float = 0.3) -> bytes:
 
 async def drain(h: BotOnEmulator, seconds: float = 0.4) -> None:
     """Let the jitter buffers flush the tail of the last talk spurt."""
-    await asyncio.sleep(seconds)
+    await asyncio.sleep(seconds)  # real time: the jitter buffers time out on the real clock
 
 
 @pytest.mark.parametrize("dave", [False, True], ids=["dave-off", "dave-on"])
@@ -103,7 +104,12 @@ async def test_bot_playback_is_decoded_by_the_emulator_and_interrupt_stops_withi
         assert playback is not None
         result = await playback.play(tone(440.0, 1.0))
         assert result.played_ms == pytest.approx(1000, abs=20) and not result.interrupted
-        await asyncio.sleep(0.2)
+        await until(  # the emulator decoded all of it (a frame may still be on its way at the return)
+            lambda: len(h.emulator.bot_audio.pcm()) / 192 >= result.played_ms - 20,
+            lambda: (
+                f"{result.played_ms} ms decoded by the emulator; {len(h.emulator.bot_audio.pcm()) / 192} ms so far"
+            ),
+        )
         heard = np.frombuffer(h.emulator.bot_audio.pcm(), dtype="<i2").reshape(-1, 2)[:, 0].astype(float)
         assert len(heard) / 48 == pytest.approx(1000, abs=120)  # ms, plus trailing silence frames
         spectrum = np.abs(np.fft.rfft(heard))
@@ -112,10 +118,10 @@ async def test_bot_playback_is_decoded_by_the_emulator_and_interrupt_stops_withi
         # Interrupt a long utterance half a second in.
         uid = playback.begin()
         writer = asyncio.create_task(playback.write(uid, tone(660.0, 3.0)))
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # real time: the interrupt comes half a second into the playback
         before = len(h.emulator.bot_audio.pcm())
         position = playback.interrupt()
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # real time: a window for any sound after interrupt() to reach Discord
         await writer
         after = np.frombuffer(h.emulator.bot_audio.pcm()[before:], dtype="<i2").reshape(-1, 2)[:, 0]
     assert position is not None and position.interrupted

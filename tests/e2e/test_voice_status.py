@@ -10,7 +10,6 @@ the recorded times are exact; off, nothing is ever sent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
 
 import discord
 import pytest
@@ -22,49 +21,25 @@ from openab_voice.config import load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
 from openab_voice.engine.settings import DialogueSettings, negotiate
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
-from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.harness import BotOnEmulator
+from tests.fakes.waiting import until
 
 pytestmark = pytest.mark.e2e
 
 ALICE = 1001
-QUESTION = "What is the capital of France?"
+LINES = {"question": "What is the capital of France?"}  # spoken by the `voices` fixture
 ANSWER = "Paris is the capital of France. It is a large city on the river Seine."
 INTERVAL_S = 1.0  # the least the setting allows; the turn's states below each last longer
-
-
-@pytest.fixture(scope="module")
-def voices() -> Iterator[tuple[SpeechToText, TextToSpeech, bytes]]:
-    stt = stt_registry().create("faster-whisper", SttConfig())
-    tts = tts_registry().create("piper", TtsConfig())
-
-    async def synthesize() -> bytes:
-        return b"".join([c async for c in tts.synthesize(QUESTION)])
-
-    question = asyncio.run(synthesize())
-    yield stt, tts, question
-    asyncio.run(tts.aclose())
-    stt.close()
 
 
 def statuses(h: BotOnEmulator) -> list[str | None]:
     return [entry["status"] for entry in h.emulator.voice_statuses]
 
 
-async def until(check: Callable[[], bool], within_s: float = 20.0) -> None:
-    for _ in range(int(within_s / 0.05)):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {within_s} s")
-
-
 async def test_a_turn_shows_listening_thinking_speaking_listening(voices) -> None:
-    stt, tts, question = voices
+    stt, tts, speech = voices
     # The model thinks for 1.5 s and the answer plays for seconds: each state outlasts the interval.
     chat = ScriptedChatModel(SystemClock(), [ANSWER], ttft_s=1.5, token_s=0.01)
     dialogue, caps = negotiate(
@@ -81,10 +56,13 @@ async def test_a_turn_shows_listening_thinking_speaking_listening(voices) -> Non
     ) as h:
         done: list[BotUtteranceFinished] = []
         h.bus.subscribe(BotUtteranceFinished, done.append)
-        await until(lambda: statuses(h) == ["Listening"])
-        await h.emulator.speaker(ALICE).say(question)
-        await until(lambda: bool(done))
-        await until(lambda: statuses(h)[-1:] == ["Listening"] and len(statuses(h)) > 1)
+        await until(lambda: statuses(h) == ["Listening"], lambda: f"Listening; statuses {statuses(h)}")
+        await h.emulator.speaker(ALICE).say(speech["question"])
+        await until(lambda: bool(done), lambda: f"the answer; statuses {statuses(h)}")
+        await until(
+            lambda: statuses(h)[-1:] == ["Listening"] and len(statuses(h)) > 1,
+            lambda: f"Listening again; statuses {statuses(h)}",
+        )
         reply = await h.command("status")
         await h.bot.voice.leave(h.emulator.guild_id)
         log = h.emulator.voice_statuses
@@ -112,16 +90,18 @@ async def test_updates_coalesce_in_virtual_time_and_a_running_task_wins() -> Non
 
         async def advance(seconds: float) -> None:
             clock.advance(seconds)
-            await asyncio.sleep(0.2)  # what is due goes out: the REST round trip is real I/O
+            await asyncio.sleep(0.2)  # real time: what is due goes out; the REST round trip is real I/O
 
-        await until(lambda: statuses(h) == ["Listening"])
+        await until(lambda: statuses(h) == ["Listening"], lambda: f"Listening; statuses {statuses(h)}")
         start = h.emulator.voice_statuses[0]["at"]
         for name in ("thinking", "speaking", "listening", "thinking", "speaking"):
             state(name)
             await advance(0.5)
         assert statuses(h) == ["Listening"]  # all within the interval: held back
         await advance(interval - 2.5)
-        await until(lambda: statuses(h) == ["Listening", "Speaking"])  # one update, the latest state
+        await until(  # one update, the latest state
+            lambda: statuses(h) == ["Listening", "Speaking"], lambda: f"Speaking; statuses {statuses(h)}"
+        )
         bus.publish(
             ActionChanged(
                 at=clock.monotonic(),
@@ -134,7 +114,7 @@ async def test_updates_coalesce_in_virtual_time_and_a_running_task_wins() -> Non
         )
         state("listening")
         await advance(interval)
-        await until(lambda: len(statuses(h)) == 3)
+        await until(lambda: len(statuses(h)) == 3, lambda: f"a third status; statuses {statuses(h)}")
         await h.bot.voice.leave(h.emulator.guild_id)
         log = h.emulator.voice_statuses
     assert statuses(h) == ["Listening", "Speaking", "Running a task", None]
@@ -148,7 +128,7 @@ async def test_off_nothing_is_sent() -> None:
         h.bus.publish(
             DialogueStateChanged(at=0.0, session_id=h.session.id, previous="", state="thinking", cause="t")
         )
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # real time: a window in which nothing may be sent
         await h.bot.voice.leave(h.emulator.guild_id)
         assert h.emulator.voice_statuses == []
 

@@ -4,7 +4,7 @@
 ``VoiceSide`` Protocols of :mod:`openab_voice.actions.ports`. Both write every call into one shared
 :class:`CallLog`, in the order the calls happened, so a test can assert e.g. that the result was
 posted before anything was said. Switches make posting, pinning, result delivery or closing fail the
-way the Discord implementation does (:class:`~openab_voice.actions.ports.DeliveryFailed`).
+way the Discord implementation does (:class:`~openab_voice.errors.DeliveryFailed`).
 
 :func:`plane_rig` builds the plane exactly as :mod:`openab_voice.actions.plane` is built by the app:
 a migrated :class:`~openab_voice.store.jobs.JobStore`, a scratch
@@ -33,11 +33,12 @@ from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.execution import ActionExecutor
 from openab_voice.actions.leases import LeaseSettings
 from openab_voice.actions.plane import ActionPlane
-from openab_voice.actions.ports import Audience, DeliveryFailed, ProposalView
+from openab_voice.actions.ports import Audience, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
 from openab_voice.bus import Event, EventBus
 from openab_voice.clock import Clock
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.errors import DeliveryFailed
 from openab_voice.jobs import EffectCeiling
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
@@ -253,6 +254,23 @@ class PlaneRig:
 
     def published(self, kind: type[E]) -> list[E]:
         return [event for event in self.events if isinstance(event, kind)]
+
+    async def until_published(self, kind: type[E], action_id: str, *, timeout_s: float = 20.0) -> E:
+        """The first ``kind`` event of ``action_id``, once it is published (woken by the bus)."""
+        arrived = asyncio.Event()
+        subscription = self.bus.subscribe(kind, lambda _event: arrived.set())
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not (
+                    found := [e for e in self.published(kind) if getattr(e, "action_id", None) == action_id]
+                ):
+                    arrived.clear()
+                    await arrived.wait()
+        except TimeoutError:
+            raise AssertionError(f"no {kind.__name__} for {action_id} within {timeout_s} s") from None
+        finally:
+            subscription.close()
+        return found[0]
 
     def workspace(self, action_id: str) -> Workspace:
         return self.workspaces.locate(action_id)

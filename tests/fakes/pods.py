@@ -188,7 +188,7 @@ class FakePodApi:
             stuck = PodPhase.RUNNING in until and state.reason == "ErrImagePull"
             if state.phase in until or stuck or loop.time() >= deadline:
                 return state
-            await asyncio.sleep(_POLL_S)  # noqa: TID251 -- polls a real process
+            await asyncio.sleep(_POLL_S)  # noqa: TID251 -- real time: polls a real process's exit
 
     async def attach(self, name: str, container: str, *, stderr_log: Path) -> PipeStreams:
         self.calls.append(f"attach {name}/{container}")

@@ -1,6 +1,6 @@
 """The loopback realtime server's sessions over an in-memory pipe instead of a websocket.
 
-:class:`PipeConnector` is a :class:`~openab_voice.providers.realtime_openai.RealtimeConnector`: each
+:class:`PipeConnector` is a :class:`~openab_voice.providers.realtime.RealtimeConnector`: each
 ``connect()`` opens a :class:`~openab_voice.testing.realtime.session.LoopbackSession` (the loopback
 server's own session logic: items, responses, pacing, faults) whose "socket" is a pair of queues.
 Client events go as the JSON the SDK would send, server events come back parsed into the SDK's
@@ -22,7 +22,8 @@ from openai.types.realtime import RealtimeServerEvent
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK
 
-from openab_voice.providers.realtime_openai import RealtimeLink, connection_error
+from openab_voice.providers.realtime import RealtimeLink
+from openab_voice.providers.realtime_openai import connection_error
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.realtime.session import LoopbackSession, SessionServices
 

@@ -50,12 +50,12 @@ from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState, DiscardResponse, InterruptResponse, StartResponse
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.providers.speech import ChatMessage
+from openab_voice.providers.chat import ChatMessage
 from openab_voice.stt.events import TranscriptDiscarded
-from openab_voice.testing.dialogue_fakes import ScriptedReply, run_until
+from openab_voice.testing.dialogue_fakes import ScriptedReply
 from openab_voice.testing.realtime import Faults, Pacing, ScriptedListener, ScriptedResponder, ToneVoice
 from openab_voice.testing.realtime.session import SessionServices
-from tests.fakes.dialogue_rig import SESSION, Rig
+from openab_voice.testing.rig import SESSION, Rig
 from tests.fakes.realtime_pipe import PipeConnector
 from tests.fuzz.conftest import EXAMPLES as FUZZ_EXAMPLES
 from tests.fuzz.tallies import Tally
@@ -267,7 +267,7 @@ async def channel(kind: EngineKind) -> AsyncIterator[Channel]:
         async with rig:
             [engine] = engines
             if kind != "cascade":
-                assert await run_until(rig.clock, lambda: engine.ready, limit_s=1.0)
+                assert await rig.clock.run_until(lambda: engine.ready, limit_s=1.0)
             yield Channel(rig=rig, engine=engine, faulty=faulty, connector=connector, faults=faults)
     finally:
         if connector is not None:
@@ -301,7 +301,7 @@ class Driver:
         if step.wait:
             await self.rig.run(step.wait)
         else:
-            await run_until(self.rig.clock, lambda: True)  # only let ready tasks run
+            await self.rig.clock.settle()  # only let ready tasks run
 
     async def apply(self, step: Step) -> None:
         rig, who = self.rig, step.who
@@ -413,7 +413,7 @@ def _open_handles(ch: Channel) -> list[str]:
     """What is still open although the dialogue is quiet (empty: nothing)."""
     rig, engine = ch.rig, ch.engine
     problems: list[str] = []
-    finished = rig.of(BotUtteranceFinished)
+    finished = rig.events.of(BotUtteranceFinished)
     if len(finished) != len(engine.started):
         problems.append(f"{len(engine.started)} responses started, {len(finished)} settled: {engine.started}")
     if rig.output.open_utterances:
@@ -438,8 +438,8 @@ def _listening(rig: Rig) -> Callable[[], bool]:
 
 def _path(rig: Rig) -> str:
     """The most telling path an example took (one bucket per example, for the tally)."""
-    causes = {e.cause for e in rig.of(DialogueStateChanged)}
-    states = {e.state for e in rig.of(DialogueStateChanged)}
+    causes = {e.cause for e in rig.events.of(DialogueStateChanged)}
+    states = {e.state for e in rig.events.of(DialogueStateChanged)}
     if "false_interruption" in causes:
         return "resumed"
     if "recovering" in states:
@@ -448,7 +448,7 @@ def _path(rig: Rig) -> str:
         return "barged_in"
     if "announcement" in causes:
         return "announced"
-    if len(rig.of(TurnAccepted)) > 1:
+    if len(rig.events.of(TurnAccepted)) > 1:
         return "answered"
     return "probe_only"
 
@@ -464,22 +464,22 @@ async def _never_stuck(kind: EngineKind, plan: Sequence[Step]) -> str:
         def history() -> str:
             return f"states: {rig.states()}"
 
-        assert await run_until(rig.clock, _listening(rig), limit_s=BOUND_S), f"not listening: {history()}"
+        assert await rig.clock.run_until(_listening(rig), limit_s=BOUND_S), f"not listening: {history()}"
         await rig.run(WINDOW_S + 0.5)  # a pending false interruption resolves, its resume plays
-        assert await run_until(rig.clock, _listening(rig), limit_s=BOUND_S), f"not listening: {history()}"
+        assert await rig.clock.run_until(_listening(rig), limit_s=BOUND_S), f"not listening: {history()}"
         problems = _open_handles(ch)
         assert not problems, f"{problems}; {history()}"
 
-        accepted = len(rig.of(TurnAccepted))
+        accepted = len(rig.events.of(TurnAccepted))
         rig.say(PROBE, utterance_id="probe")
 
         def answered() -> BotUtteranceFinished | None:
-            turns = rig.of(TurnAccepted)
+            turns = rig.events.of(TurnAccepted)
             if len(turns) <= accepted or rig.manager.state is not DialogueState.LISTENING:
                 return None
             return rig.utterance(turns[accepted].turn_id)
 
-        assert await run_until(rig.clock, lambda: answered() is not None, limit_s=BOUND_S), (
+        assert await rig.clock.run_until(lambda: answered() is not None, limit_s=BOUND_S), (
             f"the next addressed turn was not answered: {history()}"
         )
         reply = answered()

@@ -32,26 +32,18 @@ from openab_voice.discord.wire.voice_client import (
     OP_REJECTED,
     ReceivingVoiceClient,
 )
-from openab_voice.errors import EmulatorError
-from openab_voice.providers.speech import ToolCall
+from openab_voice.errors import EmulatorError, ErrorCode, MlsWireError, WireError
+from openab_voice.providers.chat import ToolCall
 from openab_voice.testing.emulator.mls import DaveGroup
-from openab_voice.testing.emulator.mls_wire import MlsWireError, key_package_user_id, split_commit_welcome
+from openab_voice.testing.emulator.mls_wire import key_package_user_id, split_commit_welcome
 from openab_voice.testing.emulator.wire import (
     GatewayFrame,
     SelectProtocolData,
     VoiceIdentifyData,
     VoiceResumeData,
-    WireError,
     parse,
 )
-from openab_voice.tools.registry import (
-    TOOL_ARGUMENTS_INVALID,
-    TOOL_ARGUMENTS_MALFORMED,
-    TOOL_UNKNOWN,
-    ToolContext,
-    ToolRegistry,
-    default_tools,
-)
+from openab_voice.tools.registry import ToolContext, ToolRegistry, default_tools
 from tests.fuzz.tallies import ACCEPTED, REJECTED, Tally
 
 json_scalars = st.one_of(
@@ -347,7 +339,11 @@ tool_arguments = st.one_of(
 
 # A tool call the model got wrong is refused with one of these; TOOL_FAILED (a handler raised),
 # TOOL_TIMEOUT or TOOL_BAD_RESULT from these handlers would be a bug, not a rejection.
-_CLEAN_REFUSALS = (TOOL_UNKNOWN, TOOL_ARGUMENTS_MALFORMED, TOOL_ARGUMENTS_INVALID)
+_CLEAN_REFUSALS = (
+    ErrorCode.TOOL_UNKNOWN,
+    ErrorCode.TOOL_ARGUMENTS_MALFORMED,
+    ErrorCode.TOOL_ARGUMENTS_INVALID,
+)
 
 
 def test_tool_call_arguments(tally: Tally) -> None:

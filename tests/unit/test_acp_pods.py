@@ -8,7 +8,6 @@ real API server, kubelet and attach WebSocket add is the opt-in real-cluster tes
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -34,6 +33,7 @@ from openab_voice.jobs import JobStatus
 from openab_voice.testing.acp_agent import SETSID_MARKER
 from tests.fakes.actions import OPERATOR, PlaneRig, agent_command, plane_rig, propose_and_confirm
 from tests.fakes.pods import FakePodApi
+from tests.fakes.waiting import until
 
 AGENT_KEY = "sk-agent-own-key"
 SETTINGS = PodSettings(namespace="openab-test", image="openab-voice:local", deadline_s=600)
@@ -86,12 +86,6 @@ def setsid_children_in_pods() -> list[str]:
             if SETSID_MARKER.encode() in cmdline and b"/workspace" in cmdline:
                 found.append(entry.name)
     return found
-
-
-async def prompt_sent(rig: PlaneRig, action_id: str) -> None:
-    async with asyncio.timeout(20):
-        while not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 def test_the_action_pod_holds_the_agent_its_own_secret_and_its_workspace_only() -> None:
@@ -186,7 +180,7 @@ async def test_an_agent_in_its_pod_reaches_none_of_the_dispatchers_files_nor_out
 async def test_a_cancel_reaches_the_agent_in_its_pod_per_acp(db_url: str, tmp_path: Path) -> None:
     async with pod_rig(db_url, tmp_path, "slow", cancel_grace_s=3.0) as (rig, api):
         action_id = await start(rig)
-        await prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         assert (await rig.broker.cancel(action_id, user_id=OPERATOR)).ok
         await rig.executor.wait_idle()
 
@@ -202,7 +196,7 @@ async def test_an_unconfirmed_cancel_is_outcome_unknown_with_the_pod_deleted(
 ) -> None:
     async with pod_rig(db_url, tmp_path, "hang", cancel_grace_s=0.5) as (rig, api):
         action_id = await start(rig)
-        await prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         assert (await rig.broker.cancel(action_id, user_id=OPERATOR)).ok
         await rig.executor.wait_idle()
 
@@ -218,7 +212,7 @@ async def test_an_unconfirmed_cancel_is_outcome_unknown_with_the_pod_deleted(
 async def test_a_pod_lost_mid_turn_is_outcome_unknown_and_quarantined(db_url: str, tmp_path: Path) -> None:
     async with pod_rig(db_url, tmp_path, "slow") as (rig, api):
         action_id = await start(rig)
-        await prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         await api.lose(pod_name(action_id))
         await rig.executor.wait_idle()
 
@@ -250,9 +244,7 @@ async def test_a_cancel_while_the_pod_is_pending_deletes_it_and_nothing_ran(
     async with pod_rig(db_url, tmp_path, "normal", image="pending:image") as (rig, api):
         action_id = await start(rig)
         name = pod_name(action_id)
-        async with asyncio.timeout(20):
-            while name not in api.pods:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+        await until(lambda: name in api.pods, f"pod {name} to be created")
         assert (await rig.broker.cancel(action_id, user_id=OPERATOR)).ok
         await rig.executor.wait_idle()
 

@@ -6,7 +6,6 @@ as the PostgreSQL ones do, except the one that checks how its absence is refused
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from openab_voice.errors import AcpError
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.testing.acp_agent import SETSID_MARKER
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
+from tests.fakes.waiting import until
 
 SECRET = "discord-token-never-visible"
 
@@ -125,9 +125,7 @@ async def test_a_setsid_child_dies_with_the_run(bwrap: str, db_url: str, tmp_pat
     ) as rig:
         action_id = await confirmed(rig, "start a helper")
         work = rig.workspace(action_id).path
-        async with asyncio.timeout(20):
-            while not setsid_children(work):  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
+        await until(lambda: setsid_children(work), "the agent's setsid child")
         [child] = setsid_children(work)
         assert os.getpgid(child) != os.getpgid(agent_pid(rig, action_id)), "it left the agent's group"
 
@@ -157,11 +155,12 @@ async def confirmed(rig: PlaneRig, goal: str, decision: str = CONFIRM) -> str:
         message_id=rig.channel.message_ids[action_id],
     )
     assert clicked.ok, clicked
-    async with asyncio.timeout(20):
-        while not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]:  # noqa: ASYNC110
-            if not rig.executor.running:
-                break
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: (
+            any(e.action_id == action_id for e in rig.published(AgentPromptSent)) or not rig.executor.running
+        ),
+        "the prompt sent, or the run over",
+    )
     return action_id
 
 
@@ -269,7 +268,10 @@ async def test_the_plain_confirm_never_grants_exec_and_max_effect_caps_it(
     ``workspace_write`` whatever the policy allows; the external button is offered only where the
     policy allows ``external``, and a click on it where it was not offered is refused.
     """
-    assert BrokerSettings(operator_user_id=1, exec_unavailable=None).exec_refusal() is not None  # max write
+    capped = BrokerSettings(
+        operator_user_id=1, exec_unavailable=None, max_effect=EffectCeiling.WORKSPACE_WRITE
+    )
+    assert capped.exec_refusal() is not None
     async with plane_rig(
         db_url, tmp_path, clock=SystemClock(), sandbox=sandbox_for(tmp_path / "ws"), max_effect=max_effect
     ) as rig:

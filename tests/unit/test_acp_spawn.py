@@ -19,10 +19,10 @@ STUBBORN = (
     "import signal, subprocess, sys, time\n"
     "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "child = subprocess.Popen([sys.executable, '-c', "
-    "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+    "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"  # real time: lives until killed
     "print(child.pid, flush=True)\n"
     "print('to stderr', file=sys.stderr, flush=True)\n"
-    "time.sleep(600)\n"
+    "time.sleep(600)\n"  # real time: the stubborn leader lives until its group is killed
 )
 
 

@@ -33,7 +33,7 @@ def click_while_pinning(rig: PlaneRig) -> list[asyncio.Task[Outcome]]:
                 )
             )
         )
-        await asyncio.sleep(CLICK_SETTLE_S)
+        await asyncio.sleep(CLICK_SETTLE_S)  # real time: a window for an unguarded click to do harm
 
     rig.channel.after_post = operator_clicks
     return clicks

@@ -65,21 +65,10 @@ async def run_to_end(rig: PlaneRig, goal: str = GOAL, call_id: str = "t1:c1") ->
 
 async def agent_started(rig: PlaneRig, action_id: str) -> int:
     """Wait until the action's agent has the prompt; returns the agent's pid (its process group)."""
-    spawned = asyncio.Event()
-    subscription = rig.bus.subscribe(AgentProcessStarted, lambda _event: spawned.set())
-    try:
-        async with asyncio.timeout(20):
-            while not (
-                started := [e for e in rig.published(AgentProcessStarted) if e.action_id == action_id]
-            ):
-                spawned.clear()
-                await spawned.wait()
-            # The cancel must land mid-turn, not during session set-up (that is a different, plain cancel).
-            while not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-    finally:
-        subscription.close()
-    return started[0].pid
+    started = await rig.until_published(AgentProcessStarted, action_id)
+    # The cancel must land mid-turn, not during session set-up (that is a different, plain cancel).
+    await rig.until_published(AgentPromptSent, action_id)
+    return started.pid
 
 
 def permission_audits(rig: PlaneRig, action_id: str) -> list[dict[str, object]]:

@@ -3,7 +3,6 @@ it, stops an agent whose lease another process reaped, and a restart leaves live
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
@@ -33,12 +32,6 @@ async def confirmed(rig: PlaneRig, goal: str = "refactor the parser") -> str:
     return action_id
 
 
-async def until_prompt_sent(rig: PlaneRig, action_id: str) -> None:
-    async with asyncio.timeout(20):
-        while not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-
 async def test_a_started_job_is_leased_to_this_process_and_renewed(db_url: str, tmp_path: Path) -> None:
     async with plane_rig(
         db_url, tmp_path, clock=SystemClock(), mode="slow", turn_timeout_s=30.0, leases=LEASES
@@ -46,7 +39,7 @@ async def test_a_started_job_is_leased_to_this_process_and_renewed(db_url: str, 
         keeper = rig.plane.leases
         assert keeper.owner.startswith("local:bot-0/")
         action_id = await confirmed(rig)
-        await until_prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         started = rig.store.require(action_id)
         assert started.status is JobStatus.RUNNING and started.lease_owner == keeper.owner
         assert started.lease_until is not None and keeper.held == {action_id}
@@ -71,7 +64,7 @@ async def test_an_agent_whose_lease_was_reaped_elsewhere_is_stopped_and_the_verd
         db_url, tmp_path, clock=SystemClock(), mode="hang", turn_timeout_s=60.0, leases=LEASES
     ) as rig:
         action_id = await confirmed(rig)
-        await until_prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         [spawned] = rig.published(AgentProcessStarted)
         # Another process whose clock is past our lease: our heartbeat missed a whole lease.
         later = FakeClock(wall_start=SystemClock().wall() + LEASES.lease_s + 1)
@@ -102,7 +95,7 @@ async def test_a_cancel_requested_through_the_store_reaches_the_lease_holder(
         db_url, tmp_path, clock=SystemClock(), mode="slow", turn_timeout_s=30.0, leases=LEASES
     ) as rig:
         action_id = await confirmed(rig)
-        await until_prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         await rig.plane.leases.tick()
         assert rig.store.require(action_id).status is JobStatus.RUNNING  # nothing asked yet
 

@@ -16,8 +16,8 @@ from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.state import DialogueState
 from openab_voice.jobs import JobStatus
 from openab_voice.testing.dialogue_fakes import ScriptedReply
+from openab_voice.testing.rig import Rig
 from tests.fakes.actions import OPERATOR
-from tests.fakes.dialogue_rig import Rig
 from tests.unit.test_actions_intake import hear, session
 
 ANSWER = "Paris is the capital. It has the Eiffel Tower."
@@ -74,7 +74,7 @@ async def test_a_stale_waiting_line_is_never_said_before_done() -> None:
         await rig.until(lambda: DONE in rig.played_sentences())
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.played_sentences() == ["Paris is the capital.", "It has the Eiffel Tower.", DONE]
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.text, dropped.reason) == (ACK_PROPOSED, "the action is succeeded")
         view.close()
 
@@ -93,7 +93,7 @@ async def test_a_waiting_line_still_true_is_said_and_done_follows_it() -> None:
         assert rig.played_sentences()[-2:] == [ACK_PROPOSED, DONE]
         ack = rig.utterance("announce-1")
         assert ack is not None and not ack.interrupted
-        assert rig.of(SpeechDropped) == []
+        assert rig.events.of(SpeechDropped) == []
         view.close()
 
 
@@ -111,7 +111,7 @@ async def test_a_click_while_the_waiting_line_plays_cuts_it_within_a_frame() -> 
         await rig.until(lambda: DONE in rig.played_sentences())
         ack = rig.utterance("announce-1")
         assert ack is not None and ack.interrupted and ack.spoken_text == ""
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason, dropped.text) == (
             "playing",
             "the action is confirmed",

@@ -40,18 +40,12 @@ def action_task(action_id: str) -> asyncio.Task[object]:
     return task
 
 
-async def until_prompt_sent(rig: PlaneRig, action_id: str) -> None:
-    async with asyncio.timeout(20):
-        while not [e for e in rig.published(AgentPromptSent) if e.action_id == action_id]:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-
 async def test_task_cancelled_after_the_prompt_is_outcome_unknown_and_quarantined(
     db_url: str, tmp_path: Path
 ) -> None:
     async with plane_rig(db_url, tmp_path, clock=SystemClock(), mode="slow", turn_timeout_s=30.0) as rig:
         action_id = await confirmed(rig)
-        await until_prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
         task = action_task(action_id)
 
         task.cancel()
@@ -100,7 +94,7 @@ async def test_shutdown_settles_a_running_action_that_ignores_the_cancel(db_url:
         db_url, tmp_path, clock=SystemClock(), mode="hang", turn_timeout_s=30.0, cancel_grace_s=0.3
     ) as rig:
         action_id = await confirmed(rig)
-        await until_prompt_sent(rig, action_id)
+        await rig.until_published(AgentPromptSent, action_id)
 
         await rig.plane.aclose()
 

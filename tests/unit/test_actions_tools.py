@@ -17,9 +17,10 @@ from openab_voice.actions.tools import (
     register_action_tools,
 )
 from openab_voice.clock import FakeClock
+from openab_voice.errors import ErrorCode
 from openab_voice.jobs import EffectCeiling, JobStatus
-from openab_voice.providers.speech import ToolCall
-from openab_voice.tools.registry import TOOL_ARGUMENTS_INVALID, ToolContext, ToolRegistry, ToolResult
+from openab_voice.providers.chat import ToolCall
+from openab_voice.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.fakes.actions import (
     GENERATION,
     GUILD,
@@ -121,7 +122,7 @@ async def test_invalid_arguments_are_rejected_before_the_broker(db_url: str, tmp
         smuggled = await call(registry, START_AGENT_TASK, {"goal": "x", "approved": True}, context())
 
         for result in (empty, bad_effect, smuggled):
-            assert not result.ok and result.error_code == TOOL_ARGUMENTS_INVALID
+            assert not result.ok and result.error_code == ErrorCode.TOOL_ARGUMENTS_INVALID
         assert rig.store.recent() == [] and rig.log.calls == []
 
 

@@ -10,8 +10,8 @@ from openab_voice.audio import scenes
 from openab_voice.audio.apm_compare import compare_apms, echo_path_scene
 from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.errors import AudioError, ProviderUnavailable
-from openab_voice.providers.base import ApmConfig, AudioProcessor
-from openab_voice.providers.registry import apm_registry, refuse
+from openab_voice.providers.apm import ApmConfig, AudioProcessor, apm_registry
+from openab_voice.providers.registry import refuse
 
 NAME = "webrtc-audio-processing"
 

@@ -43,7 +43,7 @@ def wait_until_stamping(clock: FakeClock, receiver: socket.socket, sender: socke
     probe = ArrivalStamps(clock, lambda: receiver)
     for _ in range(200):
         sender.send(b"probe")
-        time.sleep(0.005)
+        time.sleep(0.005)  # real time: the probe must be older than 4 ms when it is read
         receiver.recv(64)
         if probe.arrival() < clock.monotonic() - 0.004:  # the fake clock stands still
             return
@@ -53,7 +53,7 @@ def wait_until_stamping(clock: FakeClock, receiver: socket.socket, sender: socke
 def send_spaced(sender: socket.socket, datagrams: list[bytes]) -> None:
     for i, datagram in enumerate(datagrams):
         if i:
-            time.sleep(GAP_S)
+            time.sleep(GAP_S)  # real time: the kernel stamps the real gaps between datagrams
         sender.send(datagram)
 
 

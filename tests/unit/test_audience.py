@@ -21,7 +21,7 @@ from openab_voice.engine.events import SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.state import DialogueState
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import Rig
+from openab_voice.testing.rig import Rig
 
 OPERATOR, FRIEND, STRANGER = 1, 2, 3
 GUILD, CONTROL = 10, 20
@@ -187,7 +187,7 @@ async def test_a_join_while_the_result_is_read_cuts_it_within_a_frame_then_says_
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         reading = rig.utterance("announce-1")
         assert reading is not None and reading.interrupted
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason) == ("playing", "user 3 joined the voice channel")
         reading_frames = [at for uid, _, at in rig.output.played if uid == "utt-1"]
         assert reading_frames and max(reading_frames) <= joined + 0.02 + 1e-9  # stopped within a frame
@@ -206,7 +206,7 @@ async def test_a_lost_view_before_the_reading_starts_drops_it_unheard_for_the_st
         voice.change(room(OPERATOR, FRIEND, blind=(FRIEND,)), rig.bus)
         await rig.until(lambda: STATUS in rig.played_sentences())
         assert rig.played_sentences() == ["Paris is the capital.", "It has the Eiffel Tower.", STATUS]
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason) == ("queued", "user 2 lost view of the control channel")
         guard.close()
 
@@ -224,7 +224,7 @@ async def test_an_unchanged_or_shrinking_room_hears_the_whole_result_and_no_stat
         reading = rig.utterance("announce-1")
         assert reading is not None and not reading.interrupted
         assert rig.played_sentences() == [DETAILED]
-        assert rig.of(SpeechDropped) == [] and guard.downgraded == 0
+        assert rig.events.of(SpeechDropped) == [] and guard.downgraded == 0
         guard.close()
 
 
@@ -241,7 +241,7 @@ async def test_a_join_while_the_tts_is_still_synthesizing_cuts_at_once_and_says_
         joined = rig.now()
         voice.change(room(OPERATOR, STRANGER), rig.bus)
         await rig.until(lambda: STATUS in rig.played_sentences())
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason) == ("playing", "user 3 joined the voice channel")
         assert dropped.at <= joined + 0.02 + 1e-9
         reading_frames = [at for uid, _, at in rig.output.played if uid == "utt-1"]

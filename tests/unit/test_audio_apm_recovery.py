@@ -8,9 +8,8 @@ from openab_voice.audio import AudioProcessingError, FrontEnd, FrontEndSettings,
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
+from openab_voice.providers.apm import ApmCapabilities, ApmConfig, AudioProcessor, apm_registry
 from openab_voice.providers.apm_livekit import LivekitApm
-from openab_voice.providers.base import ApmCapabilities, ApmConfig, AudioProcessor
-from openab_voice.providers.registry import apm_registry
 
 
 class FlakyApm:

@@ -27,6 +27,7 @@ from openab_voice.audio.pipeline import SpeakerPipeline
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
+from openab_voice.errors import LifecycleError
 
 
 def make(settings: FrontEndSettings | None = None) -> tuple[FrontEnd, FakeClock, list[Event]]:
@@ -176,7 +177,7 @@ async def test_started_front_end_streams_processed_capture() -> None:
                 if len(received) >= expected:
                     break
                 clock.advance(0.02)
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)  # real time: the front end's own thread processes the step
             assert len(received) == expected
     assert [o.frame.frame_id for o in received] == [f.frame_id for f in frames[1:]]
     assert any(o.user_speech for o in received)
@@ -249,6 +250,7 @@ async def test_started_front_end_processes_on_its_own_thread_while_the_loop_is_b
         deadline = time.monotonic() + 5.0
         while (pipeline := frontend.pipeline("a")) is None or pipeline.frames < len(frames):
             assert time.monotonic() < deadline, "the front end did not process without the event loop"
+            # real time: the loop's thread is held while the front end's thread works
             time.sleep(0.005)  # noqa: ASYNC251 - holding the loop is the point
         ran_on.append(threading.current_thread().name)
     assert pipeline.frames == len(frames)
@@ -421,5 +423,16 @@ async def test_two_shards_process_their_speakers_on_two_threads_while_the_loop_i
         deadline = time.monotonic() + 5.0
         while any((p := frontend.pipeline(n)) is None or p.frames < len(frames[n]) for n in "ab"):
             assert time.monotonic() < deadline, "the shards did not process without the event loop"
+            # real time: the loop's thread is held while the shards' threads work
             time.sleep(0.005)  # noqa: ASYNC251 - holding the loop is the point
     assert threads == {"a": {"openab-voice-frontend"}, "b": {"openab-voice-frontend-1"}}
+
+
+async def test_a_closed_front_end_refuses_to_start() -> None:
+    frontend, _, _ = make()
+    await frontend.aclose()
+    await frontend.aclose()  # idempotent
+    with pytest.raises(LifecycleError) as caught:
+        frontend.start()
+    assert caught.value.code == "LIFECYCLE_CLOSED"
+    assert caught.value.message == "Cannot start, as the audio front end has been closed."

@@ -10,13 +10,9 @@ from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.base import (
-    ApmConfig,
-    AudioProcessor,
-    VadConfig,
-    VoiceActivityDetector,
-)
-from openab_voice.providers.registry import apm_registry, refuse, vad_registry
+from openab_voice.providers.apm import ApmConfig, AudioProcessor, apm_registry
+from openab_voice.providers.registry import refuse
+from openab_voice.providers.vad import VadConfig, VoiceActivityDetector, vad_registry
 
 
 def test_registries_list_the_shipped_providers() -> None:

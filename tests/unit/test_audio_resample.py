@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openab_voice.audio import APM_FORMAT_MISMATCH, FrontEnd, FrontEndSettings
+from openab_voice.audio import FrontEnd, FrontEndSettings
 from openab_voice.audio.apm import ApmStage
 from openab_voice.audio.frame import AudioFrame
 from openab_voice.audio.resample import Chunker, Resampler, check_apm_format, downmix
 from openab_voice.bus import EventBus
 from openab_voice.clock import FakeClock
-from openab_voice.errors import AudioError
+from openab_voice.errors import AudioError, ErrorCode
+from openab_voice.providers.apm import ApmConfig
 from openab_voice.providers.apm_disabled import DisabledApm
-from openab_voice.providers.base import ApmConfig
 
 
 def tone(freq: float, rate: int, seconds: float, channels: int, amplitude: float = 0.5) -> np.ndarray:
@@ -102,7 +102,7 @@ def test_check_apm_format_names_both_formats() -> None:
             render_samples=480,
             apm_rate=16_000,
         )
-    assert info.value.code == APM_FORMAT_MISMATCH == "AUDIO_APM_FORMAT_MISMATCH"
+    assert info.value.code == ErrorCode.AUDIO_APM_FORMAT_MISMATCH == "AUDIO_APM_FORMAT_MISMATCH"
     assert info.value.details["render"] == {"rate": 48_000, "channels": 2, "samples": 480}
     assert info.value.to_dict()["capture"]["samples"] == 160
 

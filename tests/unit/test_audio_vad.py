@@ -10,7 +10,7 @@ from openab_voice.audio.vad import VadEdge, VadStage
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
-from openab_voice.providers.base import VadCapabilities
+from openab_voice.providers.vad import VadCapabilities
 
 
 class ScriptedVad:

@@ -11,10 +11,18 @@ import pytest
 
 from openab_voice.clock import perf_ns
 from openab_voice.errors import ProviderUnavailable
+from openab_voice.providers.chat import (
+    ChatConfig,
+    ChatDone,
+    ChatEvent,
+    ChatMessage,
+    ChatModel,
+    TextDelta,
+    ToolSpec,
+    chat_registry,
+)
 from openab_voice.providers.chat_llama import GGUF_FILE, LlamaChat, default_model_path, load_model
 from openab_voice.providers.registry import refuse
-from openab_voice.providers.speech import ChatDone, ChatEvent, ChatMessage, ChatModel, TextDelta, ToolSpec
-from openab_voice.providers.speech_registry import ChatConfig, chat_registry
 
 
 class CountingLlama:

@@ -12,8 +12,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from openab_voice.providers.chat_openai import OpenAiChat
-from openab_voice.providers.speech import (
+from openab_voice.errors import ProviderRequestFailed, ProviderRequestRejected
+from openab_voice.providers.chat import (
+    ChatConfig,
     ChatDone,
     ChatEvent,
     ChatMessage,
@@ -22,13 +23,9 @@ from openab_voice.providers.speech import (
     ToolCall,
     ToolCallRequested,
     ToolSpec,
-)
-from openab_voice.providers.speech_registry import (
-    ChatConfig,
-    ProviderRequestFailed,
-    ProviderRequestRejected,
     chat_registry,
 )
+from openab_voice.providers.chat_openai import OpenAiChat
 
 
 @dataclass
@@ -55,7 +52,7 @@ class FakeChatServer:
                 await response.write(_sse(chunk))
             while self.endless:
                 await response.write(_sse(_chunk(content="more ")))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # real time: the endless stream is paced as a server's is
             if self.cut_short:
                 assert request.transport is not None
                 request.transport.close()

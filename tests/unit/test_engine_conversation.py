@@ -24,10 +24,10 @@ from openab_voice.engine.events import (
 from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.errors import ConfigError
-from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.providers.chat import ChatMessage, ToolCall
 from openab_voice.stt.events import TranscriptFinal
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import SESSION, Rig
+from openab_voice.testing.rig import SESSION, Rig
 
 ANSWER = "Paris is the capital. It has the Eiffel Tower."
 
@@ -53,11 +53,11 @@ async def test_question_and_answer() -> None:
         request = rig.chat.requests[0]
         # One speaker: the question as asked, no "Alice:" label for a small model to copy.
         assert request[-1].content == "What is the capital of France?" and request[-1].name == "Alice"
-        metrics = {e.metric for e in rig.of(LatencyMeasured)}
+        metrics = {e.metric for e in rig.events.of(LatencyMeasured)}
         assert metrics == {"eou_to_first_audio_ms", "tts_first_chunk_ms"}
-        accepted = rig.of(TurnAccepted)
+        accepted = rig.events.of(TurnAccepted)
         assert [(e.turn_id, e.speaker_id, e.session_id) for e in accepted] == [("turn-1", "alice", "s1")]
-    changes = rig.of(DialogueStateChanged)
+    changes = rig.events.of(DialogueStateChanged)
     # Every transition is published, and the chain is unbroken.
     assert all(a.state == b.previous for a, b in zip(changes, changes[1:], strict=False))
     assert changes[-1].state == "idle" and changes[-1].cause == "closed"
@@ -81,7 +81,7 @@ async def test_two_humans_need_the_wake_name_and_others_are_context() -> None:
         rig.say("lunch at noon?", speaker="bob")
         rig.say("now playing a song", speaker="music")
         await rig.run(0.2)
-        assert [(e.speaker_id, e.reason) for e in rig.of(TurnIgnored)] == [
+        assert [(e.speaker_id, e.reason) for e in rig.events.of(TurnIgnored)] == [
             ("bob", "not_addressed"),
             ("music", "not_human"),
         ]
@@ -104,7 +104,7 @@ async def test_a_final_that_misheard_the_name_its_stable_partials_agreed_on_is_s
         rig.partial("Jarvis, tell me", utterance_id="u1", stable=True)
         rig.say("Jervous, tell me about the Eiffel Tower.", utterance_id="u1")
         await rig.until_finished("turn-1")
-        assert [e.text for e in rig.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
+        assert [e.text for e in rig.events.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
         assert rig.chat.requests[0][-1].content == "Tell me about the Eiffel Tower."
         # Only stable partials of the same utterance count, and only where the final agrees after the name.
         rig.partial("Jarvis, what is", utterance_id="u2", stable=False)
@@ -114,7 +114,7 @@ async def test_a_final_that_misheard_the_name_its_stable_partials_agreed_on_is_s
         rig.partial("Jarvis, tell me", utterance_id="u5", stable=True)
         rig.say("Charlie, do you know?", utterance_id="u5")
         await rig.run(0.2)
-        assert [e.reason for e in rig.of(TurnIgnored)] == ["not_addressed"] * 3
+        assert [e.reason for e in rig.events.of(TurnIgnored)] == ["not_addressed"] * 3
         assert len(rig.chat.requests) == 1
 
 
@@ -128,7 +128,7 @@ async def test_a_final_aligned_by_a_partial_that_went_on_from_the_stable_name_is
         rig.partial("Jervous, tell me about the earth.", utterance_id="u1", stable=False)
         rig.say("Jervous, tell me about the Eiffel Tower.", utterance_id="u1")
         await rig.until_finished("turn-1")
-        assert [e.text for e in rig.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
+        assert [e.text for e in rig.events.of(TurnAccepted)] == ["Jarvis, tell me about the Eiffel Tower."]
         assert rig.chat.requests[0][-1].content == "Tell me about the Eiffel Tower."
 
 
@@ -140,15 +140,15 @@ async def test_turn_based_ignores_capture_while_the_bot_speaks() -> None:
         await rig.until_playing("Paris is the capital.")
         began = rig.speech_started()
         await rig.run(0.3)
-        assert rig.of(InterruptionDetected) == [] and rig.manager.state is DialogueState.SPEAKING
+        assert rig.events.of(InterruptionDetected) == [] and rig.manager.state is DialogueState.SPEAKING
         rig.say("Stop talking", began=began)
         utt = await rig.until_finished("turn-1")
         assert utt.spoken_text == ANSWER and not utt.interrupted
-        assert [(e.text, e.reason) for e in rig.of(TurnIgnored)] == [("Stop talking", "bot_speaking")]
+        assert [(e.text, e.reason) for e in rig.events.of(TurnIgnored)] == [("Stop talking", "bot_speaking")]
         # Speech that overlapped the bot's turn is ignored even when its final arrives later.
         rig.say("Late final", began=began)
         await rig.run(0.1)
-        assert len(rig.of(TurnIgnored)) == 2
+        assert len(rig.events.of(TurnIgnored)) == 2
         await rig.run(1.0)
         rig.say("Is that right?", began=rig.now() - 0.5)
         await rig.until_finished("turn-2")
@@ -167,7 +167,7 @@ async def test_tool_call_runs_in_tool_running_and_the_answer_continues() -> None
             "thinking->speaking",
             "speaking->listening",
         ]
-        handled = rig.of(ToolCallHandled)
+        handled = rig.events.of(ToolCallHandled)
         assert [(e.name, e.ok, e.turn_id) for e in handled] == [("clock_now", True, "turn-1")]
         assert handled[0].result["content"]["timezone"] == "Europe/Paris"
         second = rig.chat.requests[1]
@@ -183,11 +183,11 @@ async def test_a_rejected_tool_call_goes_back_to_the_model() -> None:
     async with Rig(replies=[ScriptedReply.tool(call), answer_from_tool]) as rig:
         rig.say("Delete everything")
         utt = await rig.until_finished("turn-1")
-        assert [(e.name, e.ok, e.result["error"]) for e in rig.of(ToolCallHandled)] == [
+        assert [(e.name, e.ok, e.result["error"]) for e in rig.events.of(ToolCallHandled)] == [
             ("rm_rf", False, "TOOL_UNKNOWN")
         ]
         assert utt.spoken_text == "The tool said TOOL_UNKNOWN."
-        assert rig.of(ErrorRaised) == []
+        assert rig.events.of(ErrorRaised) == []
 
 
 async def test_tool_rounds_are_bounded() -> None:
@@ -196,7 +196,7 @@ async def test_tool_rounds_are_bounded() -> None:
     async with Rig(replies=[ScriptedReply.tool(call), ScriptedReply.tool(call)], settings=settings) as rig:
         rig.say("Loop forever")
         utt = await rig.until_finished("turn-1")
-        assert len(rig.chat.requests) == 2 and len(rig.of(ToolCallHandled)) == 1
+        assert len(rig.chat.requests) == 2 and len(rig.events.of(ToolCallHandled)) == 1
         assert utt.spoken_text == ""
 
 
@@ -245,7 +245,7 @@ async def test_it_hears_by_direct_calls_only_never_from_the_bus() -> None:
             )
         )
         await rig.run(0.2)
-        assert rig.of(TurnAccepted) == [] and rig.of(TurnIgnored) == []
+        assert rig.events.of(TurnAccepted) == [] and rig.events.of(TurnIgnored) == []
         rig.say("What is the capital of France?")
         assert (await rig.until_finished("turn-1")).spoken_text == ANSWER
 
@@ -265,7 +265,7 @@ async def test_aclose_cuts_the_response_and_is_idempotent() -> None:
         assert len(rig.output.played) == played
         rig.say("anyone there?")
         await rig.run(0.2)
-        assert len(rig.of(TurnAccepted)) == 1
+        assert len(rig.events.of(TurnAccepted)) == 1
 
 
 async def test_start_once_and_a_wake_name_is_required() -> None:
@@ -284,7 +284,7 @@ async def test_start_once_and_a_wake_name_is_required() -> None:
                 settings=DialogueSettings(),
             )
         assert info.value.setting == "wake_name"
-    assert rig.of(BotUtteranceFinished) == []
+    assert rig.events.of(BotUtteranceFinished) == []
 
 
 class GatedOpen:
@@ -329,7 +329,7 @@ async def test_a_close_while_the_engine_opens_wins_and_a_closed_manager_never_st
     racing.hear(TranscriptFinal(at=now, session_id=None, text="Jarvis, what time is it?", **heard))
     await rig.run(0.5)
     assert racing.state is DialogueState.IDLE and engines[0].opens == 1
-    assert rig.of(DialogueStateChanged) == [] and rig.of(TurnAccepted) == []
+    assert rig.events.of(DialogueStateChanged) == [] and rig.events.of(TurnAccepted) == []
 
     closed_first = manager()
     await closed_first.aclose()
@@ -350,12 +350,12 @@ async def test_a_claimed_final_is_no_turn_and_cuts_without_resuming() -> None:
         rig.speech_ended(started=started)
         rig.say("Start a task: write the notes")
         await rig.run(5.0)
-        ignored = rig.of(TurnIgnored)
+        ignored = rig.events.of(TurnIgnored)
         assert [(e.text, e.reason) for e in ignored] == [("Start a task: write the notes", "action_request")]
         assert len(rig.chat.requests) == 1  # the task request never reached the model
-        assert [e.turn_id for e in rig.of(TurnAccepted)] == ["turn-1"]
+        assert [e.turn_id for e in rig.events.of(TurnAccepted)] == ["turn-1"]
         # A valid interruption: the cut answer is not resumed.
-        assert not [c for c in rig.of(DialogueStateChanged) if c.cause == "false_interruption"]
+        assert not [c for c in rig.events.of(DialogueStateChanged) if c.cause == "false_interruption"]
         assert rig.manager.state is DialogueState.LISTENING
 
 
@@ -371,7 +371,7 @@ async def test_announcements_wait_for_the_answer_and_never_reach_the_model() -> 
             "The task is done.",
         ]
         assert len(rig.chat.requests) == 1
-        causes = [c.cause for c in rig.of(DialogueStateChanged) if c.state == "thinking"]
+        causes = [c.cause for c in rig.events.of(DialogueStateChanged) if c.state == "thinking"]
         assert causes == ["user_turn", "announcement"]
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
 

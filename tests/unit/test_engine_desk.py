@@ -18,7 +18,7 @@ from openab_voice.engine.events import TurnAccepted, TurnIgnored
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.stt.events import TranscriptFinal, TranscriptPartial, TranscriptSpeculative
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import SESSION, Rig
+from openab_voice.testing.rig import SESSION, Rig
 
 
 def final(
@@ -117,13 +117,13 @@ async def test_a_claimed_final_never_becomes_a_turn_and_the_phrase_is_parsed_onc
         await intake.aclose()
         assert parsed == ["Jarvis, start a task: write the release notes"]  # once, by the intake
         assert [r.goal for r in broker.requests] == ["write the release notes"]
-        assert [(e.text, e.reason) for e in rig.of(TurnIgnored)] == [
+        assert [(e.text, e.reason) for e in rig.events.of(TurnIgnored)] == [
             ("Jarvis, start a task: write the release notes", "action_request")
         ]
-        assert rig.of(TurnAccepted) == [] and rig.chat.requests == []
+        assert rig.events.of(TurnAccepted) == [] and rig.chat.requests == []
         # A final nobody takes is still a turn (and is parsed once too).
         rig.say("Jarvis, what time is it?", speaker="1001")
-        await rig.until(lambda: len(rig.of(TurnAccepted)) == 1)
+        await rig.until(lambda: len(rig.events.of(TurnAccepted)) == 1)
         assert parsed[1:] == ["Jarvis, what time is it?"]
 
 

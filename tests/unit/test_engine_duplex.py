@@ -16,16 +16,17 @@ from openab_voice.engine.settings import DialogueMode, DialogueSettings, negotia
 from openab_voice.engine.state import (
     DialogueState,
     DiscardResponse,
-    IllegalTransition,
     ProviderLost,
     Recovered,
     Snapshot,
     transition,
 )
-from openab_voice.providers.realtime_openai import RealtimeLink
-from openab_voice.providers.speech import ChatCapabilities, TtsCapabilities
+from openab_voice.errors import IllegalTransition
+from openab_voice.providers.chat import ChatCapabilities
+from openab_voice.providers.realtime import RealtimeLink
+from openab_voice.providers.tts import TtsCapabilities
 from openab_voice.stt.base import SpeechToText, SttCapabilities
-from tests.fakes.dialogue_rig import Rig
+from openab_voice.testing.rig import Rig
 from tests.unit.test_app_sessions import SilentStt, channel, factory
 
 LOST = ProviderLost(code="REALTIME_CONNECTION_LOST", message="websocket closed")

@@ -7,8 +7,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
-from openab_voice.clock import FakeClock
 from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, SpeechDropped
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.handle import SpeechHandle
@@ -16,17 +14,18 @@ from openab_voice.engine.response import ResponseDeps, ResponseRequest
 from openab_voice.engine.runner import ResponseRunner
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import AudioStarted, DialogueInput, DialogueState, ResponseFinished
-from openab_voice.providers.speech import ChatMessage
+from openab_voice.providers.chat import ChatMessage
 from openab_voice.report.terminal import describe
 from openab_voice.testing.dialogue_fakes import (
     FakeChatModel,
     FakeSpeechOutput,
     FakeTextToSpeech,
     ScriptedReply,
-    run_until,
 )
+from openab_voice.testing.events import EventLog
+from openab_voice.testing.rig import Rig
+from openab_voice.testing.virtual_time import VirtualClock
 from openab_voice.tools import default_tools
-from tests.fakes.dialogue_rig import Rig
 
 ANSWER = "Paris is the capital. It has the Eiffel Tower."
 WAITING = "The task is waiting for confirmation."
@@ -74,7 +73,7 @@ async def test_a_line_that_expired_while_queued_is_dropped_and_the_next_one_play
         await rig.until(lambda: DONE in rig.played_sentences())
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
         assert rig.played_sentences() == ["Paris is the capital.", "It has the Eiffel Tower.", DONE]
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.text, dropped.cause, dropped.reason, dropped.point) == (
             WAITING,
             "action a1 awaiting confirmation",
@@ -93,24 +92,24 @@ async def test_a_line_still_true_when_its_turn_comes_plays() -> None:
         rig.manager.announce(WAITING, cause=switch.cause())
         await rig.until(lambda: WAITING in rig.played_sentences())
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        assert rig.played_sentences()[-1] == WAITING and rig.of(SpeechDropped) == []
+        assert rig.played_sentences()[-1] == WAITING and rig.events.of(SpeechDropped) == []
         # Asked when it came up, before synthesis and before its first frame.
         assert switch.asked == 3
         switch.reason = "too late to matter"  # once played, it was true when said: nothing to undo
         await rig.run(0.2)
-        assert rig.of(SpeechDropped) == []
+        assert rig.events.of(SpeechDropped) == []
 
 
 async def test_expired_after_it_started_but_before_synthesis() -> None:
     switch = Switch(holds_for=1)  # true when dequeued, not any more at the next check
     async with Rig(replies=[]) as rig:
         rig.manager.announce(WAITING, cause=switch.cause())
-        await rig.until(lambda: bool(rig.of(SpeechDropped)))
+        await rig.until(lambda: bool(rig.events.of(SpeechDropped)))
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.text, dropped.reason) == ("before_synthesis", WAITING, "moved on")
         assert rig.tts.requested == [] and rig.output.played == []
-        [finished] = rig.of(BotUtteranceFinished)
+        [finished] = rig.events.of(BotUtteranceFinished)
         assert finished.spoken_text == "" and not finished.interrupted  # nothing heard, nothing committed
 
 
@@ -125,9 +124,9 @@ async def test_expired_during_synthesis_is_caught_before_the_first_frame() -> No
 
         rig.tts.synthesize = synthesize_while_the_action_moves_on  # type: ignore[method-assign]
         rig.manager.announce(WAITING, cause=switch.cause())
-        await rig.until(lambda: bool(rig.of(SpeechDropped)))
+        await rig.until(lambda: bool(rig.events.of(SpeechDropped)))
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason) == ("before_audio", "the action is running")
         assert rig.tts.requested == [WAITING] and rig.tts.closed_early == [WAITING]
         assert rig.output.played == []  # not one frame
@@ -143,12 +142,12 @@ async def test_a_watched_cause_that_expires_mid_line_cuts_it_and_unwatches() -> 
         await rig.run(0.2)
         switch.flip("moved on")
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.point, dropped.reason) == ("playing", "moved on")
-        [finished] = rig.of(BotUtteranceFinished)
+        [finished] = rig.events.of(BotUtteranceFinished)
         assert finished.interrupted and finished.spoken_text == ""
         assert switch.watchers == []  # unwatched once the response ended
-        assert rig.of(InterruptionDetected) == []  # nobody barged in: the line withdrew itself
+        assert rig.events.of(InterruptionDetected) == []  # nobody barged in: the line withdrew itself
 
 
 async def test_a_watched_cause_that_changes_but_still_holds_plays_on() -> None:
@@ -158,9 +157,9 @@ async def test_a_watched_cause_that_changes_but_still_holds_plays_on() -> None:
         await rig.until(lambda: WAITING in rig.played_sentences())
         switch.flip(None)  # a transition that keeps the line true
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        [finished] = rig.of(BotUtteranceFinished)
+        [finished] = rig.events.of(BotUtteranceFinished)
         assert not finished.interrupted and finished.spoken_text == WAITING
-        assert rig.of(SpeechDropped) == []
+        assert rig.events.of(SpeechDropped) == []
 
 
 async def test_a_cause_that_cannot_be_checked_is_treated_as_expired() -> None:
@@ -169,8 +168,8 @@ async def test_a_cause_that_cannot_be_checked_is_treated_as_expired() -> None:
 
     async with Rig(replies=[]) as rig:
         rig.manager.announce(WAITING, cause=SpeechCause(name="broken", expired=broken))
-        await rig.until(lambda: bool(rig.of(SpeechDropped)))
-        assert rig.of(SpeechDropped)[0].reason == "validity check failed: LookupError"
+        await rig.until(lambda: bool(rig.events.of(SpeechDropped)))
+        assert rig.events.of(SpeechDropped)[0].reason == "validity check failed: LookupError"
         assert rig.output.played == []
 
 
@@ -181,17 +180,16 @@ async def test_a_full_queue_drops_its_oldest_line_and_says_so() -> None:
         for i in range(9):
             rig.manager.announce(f"Line {i}.")
         await rig.run(0.05)
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.text, dropped.reason) == ("Line 0.", "announcement queue full")
 
 
 async def test_a_generated_response_stops_at_the_sentence_its_cause_expired() -> None:
     """The runner's check is not only for announcements: a generated reply with a cause stops too,
     the model is closed, and what already went out plays to its end."""
-    clock = FakeClock()
+    clock = VirtualClock()
     bus = EventBus()
-    events: list[Event] = []
-    bus.subscribe(Event, events.append)
+    events = EventLog(bus)
     chat = FakeChatModel(clock, [ScriptedReply.text("First one. Second one. Third one.", delay_s=0.3)])
     tts = FakeTextToSpeech(clock)
     reports: list[DialogueInput] = []
@@ -213,10 +211,10 @@ async def test_a_generated_response_stops_at_the_sentence_its_cause_expired() ->
         )
         runner = ResponseRunner(deps=deps, request=request, handle=handle, report=reports.append)
         task = asyncio.create_task(runner.run())
-        assert await run_until(clock, task.done)
+        assert await clock.run_until(task.done)
     assert tts.requested == ["First one."]
     assert chat.closed_early == 1
-    [dropped] = [e for e in events if isinstance(e, SpeechDropped)]
+    [dropped] = events.of(SpeechDropped)
     assert (dropped.point, dropped.cause, dropped.turn_id) == ("before_synthesis", "the count", "t1")
     assert dropped.text.startswith("Second one.")
     assert handle.heard_sentences() == ("First one.",)
@@ -244,7 +242,7 @@ async def test_an_answer_stops_once_the_one_who_asked_left() -> None:
         await rig.until_playing("One sentence here.")
         del rig.roster.names["alice"]  # she left while the first sentence played
         await rig.until(lambda: rig.manager.state is DialogueState.LISTENING)
-        [dropped] = rig.of(SpeechDropped)
+        [dropped] = rig.events.of(SpeechDropped)
         assert (dropped.cause, dropped.reason, dropped.point) == (
             "answer to Alice",
             "Alice left the channel",

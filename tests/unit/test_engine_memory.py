@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import Rig
+from openab_voice.testing.rig import Rig
 
 
 class Recall:

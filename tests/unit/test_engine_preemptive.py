@@ -10,16 +10,16 @@ from openab_voice.bus.events import LatencyMeasured
 from openab_voice.engine.events import BotUtteranceFinished, ToolCallHandled, TurnAccepted
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
-from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.providers.chat import ChatMessage, ToolCall
 from openab_voice.testing.dialogue_fakes import ScriptedReply
-from tests.fakes.dialogue_rig import Rig
+from openab_voice.testing.rig import Rig
 
 QUESTION = "What is the capital of France?"
 ANSWER = "Paris is the capital. It has the Eiffel Tower."
 
 
 def _latency(rig: Rig, metric: str) -> list[LatencyMeasured]:
-    return [e for e in rig.of(LatencyMeasured) if e.metric == metric]
+    return [e for e in rig.events.of(LatencyMeasured) if e.metric == metric]
 
 
 async def test_the_answer_prepared_on_the_speculation_is_said_once_the_final_confirms_it() -> None:
@@ -29,7 +29,7 @@ async def test_the_answer_prepared_on_the_speculation_is_said_once_the_final_con
         # The model ran and the first sentence was synthesized, but nothing was said or decided.
         assert len(rig.chat.requests) == 1 and rig.tts.requested == ["Paris is the capital."]
         assert rig.output.played == [] and rig.manager.state is DialogueState.LISTENING
-        assert rig.of(TurnAccepted) == [] and rig.of(LatencyMeasured) == []
+        assert rig.events.of(TurnAccepted) == [] and rig.events.of(LatencyMeasured) == []
         rig.say(QUESTION, utterance_id="a1")
         utt = await rig.until_finished("turn-1")
         assert utt.spoken_text == ANSWER and not utt.interrupted
@@ -43,7 +43,7 @@ async def test_the_answer_prepared_on_the_speculation_is_said_once_the_final_con
         assert rig.context_rows() == [("user", QUESTION), ("assistant", ANSWER)]
         # Its figures went out under the confirmed turn; the first audio came at once (the fake TTS
         # takes 80 ms for a first chunk: that was done while the end of speech was confirmed).
-        assert {e.turn_id for e in rig.of(LatencyMeasured)} == {"turn-1"}
+        assert {e.turn_id for e in rig.events.of(LatencyMeasured)} == {"turn-1"}
         (eou,) = _latency(rig, "eou_to_first_audio_ms")
         assert eou.value_ms < 80.0
         assert len(_latency(rig, "tts_first_chunk_ms")) == 2
@@ -62,7 +62,7 @@ async def test_a_different_final_drops_the_prepared_answer_unheard() -> None:
         assert rig.tts.closed_early == ["Wrong answer here."]  # its synthesis was stopped...
         said = {rig.tts.sentence_for(tag) for _, tag, _ in rig.output.played}
         assert said == {"Paris is the capital.", "It has the Eiffel Tower."}  # ...and never played
-        assert [e.spoken_text for e in rig.of(BotUtteranceFinished)] == [ANSWER]
+        assert [e.spoken_text for e in rig.events.of(BotUtteranceFinished)] == [ANSWER]
 
 
 async def test_a_withdrawn_speculation_drops_the_prepared_answer() -> None:
@@ -72,7 +72,7 @@ async def test_a_withdrawn_speculation_drops_the_prepared_answer() -> None:
         rig.withdraw(utterance_id="a1")
         await rig.run(0.1)
         assert rig.tts.closed_early == ["Paris is the capital."] and rig.chat.completed == 1
-        assert rig.output.played == [] and rig.of(BotUtteranceFinished) == []
+        assert rig.output.played == [] and rig.events.of(BotUtteranceFinished) == []
         rig.say("What is the time?", utterance_id="a1")
         utt = await rig.until_finished("turn-1")
         assert utt.spoken_text == "Yes." and len(rig.chat.requests) == 2
@@ -87,10 +87,10 @@ async def test_a_prepared_answer_runs_no_tool_before_its_turn_is_confirmed() -> 
     async with Rig(replies=[ScriptedReply.tool(call), from_tool]) as rig:
         rig.speculate("What time is it in Paris?", utterance_id="a1")
         await rig.run(1.0)
-        assert rig.of(ToolCallHandled) == [] and len(rig.chat.requests) == 1
+        assert rig.events.of(ToolCallHandled) == [] and len(rig.chat.requests) == 1
         rig.say("What time is it in Paris?", utterance_id="a1")
         utt = await rig.until_finished("turn-1")
-        assert [(e.name, e.turn_id) for e in rig.of(ToolCallHandled)] == [("clock_now", "turn-1")]
+        assert [(e.name, e.turn_id) for e in rig.events.of(ToolCallHandled)] == [("clock_now", "turn-1")]
         assert utt.spoken_text == "It is 2023."
         assert rig.states()[1:3] == ["listening->thinking", "thinking->tool_running"]
 

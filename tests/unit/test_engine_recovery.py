@@ -34,12 +34,12 @@ from openab_voice.engine.state import (
     Snapshot,
     transition,
 )
-from openab_voice.providers.speech import ToolCall
+from openab_voice.providers.chat import ToolCall
 from openab_voice.stt.events import TranscriptDiscarded
 from openab_voice.testing.dialogue_fakes import ScriptedReply
+from openab_voice.testing.rig import SESSION, Rig
 from openab_voice.tools import default_tools
 from openab_voice.tools.registry import ToolRegistry
-from tests.fakes.dialogue_rig import SESSION, Rig
 
 L, R = DialogueState.LISTENING, DialogueState.RECOVERING
 
@@ -144,7 +144,7 @@ async def test_memory_recall_failure_goes_recovering_then_listening_and_the_next
             "thinking->recovering",
             "recovering->listening",
         ]
-        assert [e.code for e in rig.of(ErrorRaised)] == ["MEMORY_RECALL_FAILED"]
+        assert [e.code for e in rig.events.of(ErrorRaised)] == ["MEMORY_RECALL_FAILED"]
         # The turn is then answered without memory, rather than not at all.
         assert utt.spoken_text == "Hello." and [m.role for m in rig.chat.requests[0]] == ["system", "user"]
         await _next_turn_answered(rig, "turn-2", "Tea.")
@@ -169,16 +169,16 @@ async def test_tool_path_failure_goes_recovering_then_listening_and_the_next_tur
     replies = [ScriptedReply.tool(call), ScriptedReply.text("Fine.")]
     async with Rig(replies=replies, tools=raising_tools) as rig:
         rig.say("What time is it?")
-        await rig.until(lambda: rig.of(ErrorRaised) != [] and rig.manager.state is L)
+        await rig.until(lambda: rig.events.of(ErrorRaised) != [] and rig.manager.state is L)
         assert _ends_recovering(rig.states(), "tool_running")
-        assert rig.of(ErrorRaised)[0].code == "TOOLS_FAILED"
+        assert rig.events.of(ErrorRaised)[0].code == "TOOLS_FAILED"
         await _next_turn_answered(rig, "turn-2", "Fine.")
 
 
 async def test_llm_failure_goes_recovering_then_listening_and_the_next_turn_is_answered() -> None:
     async with Rig(replies=[ScriptedReply.failing(after=1), ScriptedReply.text("Back.")]) as rig:
         rig.say("Hi")
-        await rig.until(lambda: rig.of(ErrorRaised) != [] and rig.manager.state is L)
+        await rig.until(lambda: rig.events.of(ErrorRaised) != [] and rig.manager.state is L)
         assert _ends_recovering(rig.states(), "thinking") or _ends_recovering(rig.states(), "speaking")
         await _next_turn_answered(rig, "turn-2", "Back.")
 
@@ -187,7 +187,7 @@ async def test_tts_failure_goes_recovering_then_listening_and_the_next_turn_is_a
     replies = [ScriptedReply.text("Say broken."), ScriptedReply.text("Fine.")]
     async with Rig(replies=replies, tts={"fail_on": "broken"}) as rig:
         rig.say("Hi")
-        await rig.until(lambda: rig.of(ErrorRaised) != [] and rig.manager.state is L)
+        await rig.until(lambda: rig.events.of(ErrorRaised) != [] and rig.manager.state is L)
         assert _ends_recovering(rig.states(), "thinking") or _ends_recovering(rig.states(), "speaking")
-        assert rig.of(ErrorRaised)[0].code == "TTS_FAILED"
+        assert rig.events.of(ErrorRaised)[0].code == "TTS_FAILED"
         await _next_turn_answered(rig, "turn-2", "Fine.")

@@ -6,7 +6,8 @@ import pytest
 
 from openab_voice.engine.settings import DialogueMode, DialogueSettings, negotiate
 from openab_voice.errors import ConfigError, ProviderUnavailable
-from openab_voice.providers.speech import ChatCapabilities, TtsCapabilities
+from openab_voice.providers.chat import ChatCapabilities
+from openab_voice.providers.tts import TtsCapabilities
 from openab_voice.stt.base import SttCapabilities
 
 CHAT = ChatCapabilities(name="fake", streaming=True, tools=True, model="m")

@@ -12,7 +12,6 @@ from openab_voice.engine.state import (
     DialogueInput,
     DialogueState,
     DiscardResponse,
-    IllegalTransition,
     InterruptResponse,
     Recovered,
     ResponseCancelled,
@@ -29,6 +28,7 @@ from openab_voice.engine.state import (
     cause_of,
     transition,
 )
+from openab_voice.errors import IllegalTransition
 
 S = DialogueState
 RID = "r1"

@@ -21,6 +21,7 @@ from openab_voice.engine.context import ShortTermContext, UserUtterance
 from openab_voice.engine.segmenter import SentenceSegmenter
 from openab_voice.engine.settings import SMALL_MODEL_PROMPT, SMALL_MODEL_SENTENCES
 from openab_voice.engine.turns import name_tokens, without_address
+from openab_voice.providers.chat import ChatConfig, TextDelta
 from openab_voice.providers.chat_llama import (
     EXAMPLE_EXCHANGE,
     LlamaChat,
@@ -28,8 +29,6 @@ from openab_voice.providers.chat_llama import (
     default_model_path,
     load_model,
 )
-from openab_voice.providers.speech import TextDelta
-from openab_voice.providers.speech_registry import ChatConfig
 
 WAKE = "Jarvis"
 # One thread: greedy decoding is then the same on any machine (sums are not reordered across threads).

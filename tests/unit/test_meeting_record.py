@@ -19,7 +19,7 @@ from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.errors import StoreError
 from openab_voice.memory.meeting import MeetingRecords, Refusal, Summary, render_text
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
-from openab_voice.providers.speech import (
+from openab_voice.providers.chat import (
     ChatCapabilities,
     ChatDone,
     ChatEvent,

@@ -24,7 +24,7 @@ from openab_voice.memory.intake import remembered_text
 from openab_voice.memory.long_term import UNAVAILABLE, LongTermMemory, MemoryKind, SaveRefused
 from openab_voice.memory.sensitivity import refusal
 from openab_voice.memory.tools import register_memory_tools
-from openab_voice.providers.speech import ToolCall
+from openab_voice.providers.chat import ToolCall
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.memory_rows import MemoryRecord, MemoryRows, NewMemory
 from openab_voice.tools import ToolContext, ToolRegistry

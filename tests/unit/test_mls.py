@@ -7,9 +7,9 @@ import struct
 import davey
 import pytest
 
+from openab_voice.errors import MlsWireError
 from openab_voice.testing.emulator.mls import DaveGroup, ExternalSender, vl
 from openab_voice.testing.emulator.mls_wire import (
-    MlsWireError,
     key_package_user_id,
     public_message_length,
     split_commit_welcome,

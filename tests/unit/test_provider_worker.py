@@ -3,7 +3,8 @@ import threading
 
 import pytest
 
-from openab_voice.providers.worker import Emit, WorkerFailed, WorkerThread
+from openab_voice.errors import WorkerFailed
+from openab_voice.providers.worker import Emit, WorkerThread
 
 
 async def test_items_arrive_in_order_and_failures_are_raised() -> None:

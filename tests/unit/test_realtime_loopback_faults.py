@@ -17,7 +17,7 @@ from openai.types.realtime.rate_limits_updated_event import RateLimit
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 from openab_voice.clock import FakeClock
-from openab_voice.providers.speech import ChatMessage
+from openab_voice.providers.chat import ChatMessage
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.realtime import (
     CallFunction,

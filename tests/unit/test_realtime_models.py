@@ -11,7 +11,7 @@ from openai.types.realtime import RealtimeSessionCreateRequest
 
 from openab_voice.cli import main
 from openab_voice.config import config_warnings, load_settings
-from openab_voice.providers.realtime_openai import DEFAULT_MODEL
+from openab_voice.providers.realtime import DEFAULT_MODEL
 from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL, RETIRED_REALTIME_MODELS
 
 

@@ -350,6 +350,7 @@ async def test_watermark_follows_the_frames_it_vouches_for_and_advances_without_
     # In-order packets leave the jitter buffer at once: the watermark is the last arrival itself.
     while not any(kind == "watermark" and t >= last_arrival - 0.010 - 1e-9 for kind, t in list(log)):
         assert time.monotonic() < deadline, "the watermark did not advance with the packets"
+        # real time: the loop's thread is held while the receiver's worker thread works
         time.sleep(0.002)  # noqa: ASYNC251 - holding the loop is the point: no ticker may help
     await rig.receiver.sync()
     marks = [i for i, (kind, _) in enumerate(log) if kind == "watermark"]

@@ -14,9 +14,8 @@ from openab_voice.bench.soak_probes import (
     queue_depths,
     rss_bytes,
 )
-from openab_voice.clock import FakeClock
 from openab_voice.discord.wire.inbox import Inbox
-from openab_voice.testing.dialogue_fakes import drive
+from openab_voice.testing.virtual_time import VirtualClock
 
 
 class Part:
@@ -72,13 +71,14 @@ async def test_an_exception_nobody_retrieved_is_counted() -> None:
 
 
 async def test_the_lag_monitor_records_late_wake_ups() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     monitor = LoopLagMonitor(clock, interval_s=0.05)
     task = asyncio.ensure_future(monitor.run())
-    await drive(clock, 0.5, step=0.05)
+    await clock.run_for(0.5)
     on_time = monitor.take()
     assert on_time and max(on_time) < 1e-6
-    await drive(clock, 0.2, step=0.2)  # the loop "stalls": one wake-up 150 ms late
+    clock.advance(0.2)  # the loop "stalls": one wake-up 150 ms late
+    await clock.settle()
     late = monitor.take()
     task.cancel()
     assert late and abs(max(late) - 150.0) < 1e-3

@@ -442,7 +442,7 @@ async def test_run_follows_capture_stopped_speech_ends_in_band() -> None:
     for f in timeline("alice", 0.0, silence_s=0.2, speech_s=0.8, tail_s=0.0):
         queue.put_nowait(f)
     await queue.join()
-    await asyncio.sleep(0.05)  # let the partial decodes (worker threads) land
+    await asyncio.sleep(0.05)  # real time: the partial decodes (worker threads) land; no final may follow
     assert not done.is_set()
     # Discord sent nothing more; the front end ended speech on its timer, in band after the frames.
     queue.put_nowait(

@@ -15,15 +15,13 @@ from openab_voice.app.records import build_record_parts
 from openab_voice.app.sessions import session_options
 from openab_voice.clock import FakeClock
 from openab_voice.config import load_settings
-from openab_voice.errors import StoreError
-from openab_voice.providers.speech import ChatMessage, ToolCall, ToolSpec
+from openab_voice.errors import ErrorCode, StoreError
+from openab_voice.providers.chat import ChatMessage, ToolCall, ToolSpec
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.tool_calls import ToolCallLog
 from openab_voice.testing.dialogue_fakes import ScriptedReply
+from openab_voice.testing.rig import SESSION, Rig
 from openab_voice.tools import (
-    TOOL_AUDIT_UNAVAILABLE,
-    TOOL_BUDGET_EXCEEDED,
-    TOOL_ROUTER_DISABLED,
     Confirmation,
     RouterSettings,
     ToolCallAudit,
@@ -34,13 +32,6 @@ from openab_voice.tools import (
     default_tools,
 )
 from openab_voice.tools.output import truncate
-from openab_voice.tools.registry import (
-    TOOL_ARGUMENTS_INVALID,
-    TOOL_ARGUMENTS_MALFORMED,
-    TOOL_TIMEOUT,
-    TOOL_UNKNOWN,
-)
-from tests.fakes.dialogue_rig import SESSION, Rig
 
 
 def _strict(
@@ -96,7 +87,7 @@ def _router(clock: FakeClock, audit: Any = None, **settings: Any) -> ToolRouter:
         return {"ok": True, "action_id": "a-1", "status": "awaiting_confirmation"}
 
     async def slow(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
-        await clock.sleep(float(arguments["seconds"]))
+        await clock.sleep(float(arguments["seconds"]))  # fake clock: no real time passes
         return {"slept": arguments["seconds"]}
 
     async def big(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
@@ -128,12 +119,27 @@ def _turn(turn_id: str = "t1", speaker: str = "42") -> ToolContext:
 @pytest.mark.parametrize(
     ("name", "arguments", "code", "reason"),
     [
-        ("no_such_tool", {}, TOOL_UNKNOWN, "no tool named 'no_such_tool'"),
-        ("note", {}, TOOL_ARGUMENTS_INVALID, "missing required argument(s): text"),
-        ("note", {"text": 5}, TOOL_ARGUMENTS_INVALID, "argument 'text' must be string, not integer"),
-        ("note", {"text": "a", "count": 1.5}, TOOL_ARGUMENTS_INVALID, "argument 'count' must be integer"),
-        ("note", {"text": "a", "colour": "red"}, TOOL_ARGUMENTS_INVALID, "unexpected argument(s): colour"),
-        ("note", "{not json", TOOL_ARGUMENTS_MALFORMED, "arguments are not valid JSON"),
+        ("no_such_tool", {}, ErrorCode.TOOL_UNKNOWN, "no tool named 'no_such_tool'"),
+        ("note", {}, ErrorCode.TOOL_ARGUMENTS_INVALID, "missing required argument(s): text"),
+        (
+            "note",
+            {"text": 5},
+            ErrorCode.TOOL_ARGUMENTS_INVALID,
+            "argument 'text' must be string, not integer",
+        ),
+        (
+            "note",
+            {"text": "a", "count": 1.5},
+            ErrorCode.TOOL_ARGUMENTS_INVALID,
+            "argument 'count' must be integer",
+        ),
+        (
+            "note",
+            {"text": "a", "colour": "red"},
+            ErrorCode.TOOL_ARGUMENTS_INVALID,
+            "unexpected argument(s): colour",
+        ),
+        ("note", "{not json", ErrorCode.TOOL_ARGUMENTS_MALFORMED, "arguments are not valid JSON"),
     ],
 )
 async def test_schema_errors_are_results_the_model_reads(
@@ -171,9 +177,9 @@ def test_every_tool_needs_a_risk_and_a_closed_schema(clock: FakeClock) -> None:
 @pytest.mark.parametrize(
     ("enabled", "audit", "code"),
     [
-        (False, "memory", TOOL_ROUTER_DISABLED),
-        (False, None, TOOL_ROUTER_DISABLED),
-        (True, None, TOOL_AUDIT_UNAVAILABLE),
+        (False, "memory", ErrorCode.TOOL_ROUTER_DISABLED),
+        (False, None, ErrorCode.TOOL_ROUTER_DISABLED),
+        (True, None, ErrorCode.TOOL_AUDIT_UNAVAILABLE),
     ],
 )
 async def test_a_closed_router_runs_nothing_and_says_why(
@@ -211,12 +217,12 @@ async def test_call_budget_is_per_turn(clock: FakeClock) -> None:
     for n in range(2):
         assert (await router.call(_call("note", {"text": str(n)}), _turn())).ok
     refused = await router.call(_call("note", {"text": "3"}), _turn())
-    assert (refused.ok, refused.error_code) == (False, TOOL_BUDGET_EXCEEDED)
+    assert (refused.ok, refused.error_code) == (False, ErrorCode.TOOL_BUDGET_EXCEEDED)
     assert refused.reason == "this turn already made 2 tool calls (the limit); answer with what you have"
     # Another turn has its own budget; an unknown tool costs nothing and stays the registry's error.
     assert (await router.call(_call("note", {"text": "4"}), _turn("t2"))).ok
     unknown = await router.call(_call("nope", {}), _turn("t2"))
-    assert unknown.error_code == TOOL_UNKNOWN
+    assert unknown.error_code == ErrorCode.TOOL_UNKNOWN
     assert (await router.call(_call("note", {"text": "5"}), _turn("t2"))).ok
 
 
@@ -226,7 +232,7 @@ async def test_one_proposal_per_turn(clock: FakeClock) -> None:
     first = await router.call(_call("start_agent_task", {"goal": "fix the build"}), _turn())
     second = await router.call(_call("start_agent_task", {"goal": "and the docs"}), _turn())
     assert first.ok
-    assert (second.ok, second.error_code) == (False, TOOL_BUDGET_EXCEEDED)
+    assert (second.ok, second.error_code) == (False, ErrorCode.TOOL_BUDGET_EXCEEDED)
     assert "already proposed 1 task" in (second.reason or "")
     assert (await router.call(_call("note", {"text": "still fine"}), _turn())).ok
     refused = await router.call(_call("start_agent_task", {"goal": "refuse"}), _turn("t2"))
@@ -260,9 +266,13 @@ async def test_runtime_budget_bounds_the_next_call_on_the_injected_clock(clock: 
     assert first.ok
     # 4 s are left: the tool's own 30 s timeout is cut to them.
     second = await run(20.0, 4.0)
-    assert (second.ok, second.error_code, second.reason) == (False, TOOL_TIMEOUT, "no result within 4 s")
+    assert (second.ok, second.error_code, second.reason) == (
+        False,
+        ErrorCode.TOOL_TIMEOUT,
+        "no result within 4 s",
+    )
     third = await router.call(_call("slow", {"seconds": 0.5}), _turn())
-    assert (third.ok, third.error_code) == (False, TOOL_BUDGET_EXCEEDED)
+    assert (third.ok, third.error_code) == (False, ErrorCode.TOOL_BUDGET_EXCEEDED)
     assert third.reason == "this turn spent its 10 s of tool time; answer with what you have"
     assert [round(e.duration_ms) for e in log.entries] == [6000, 4000, 0]
 
@@ -335,10 +345,18 @@ async def test_audit_rows_in_the_store(clock: FakeClock, tool_log: ToolCallLog) 
             ToolRisk.PROPOSE,
             "42",
             Confirmation.NOT_PROPOSED,
-            TOOL_BUDGET_EXCEEDED,
+            ErrorCode.TOOL_BUDGET_EXCEEDED,
             False,
         ),
-        ("c4", "note", ToolRisk.WRITE, "43", Confirmation.NOT_REQUIRED, TOOL_ARGUMENTS_INVALID, False),
+        (
+            "c4",
+            "note",
+            ToolRisk.WRITE,
+            "43",
+            Confirmation.NOT_REQUIRED,
+            ErrorCode.TOOL_ARGUMENTS_INVALID,
+            False,
+        ),
         ("c5", "big", ToolRisk.READ, "42", Confirmation.NOT_REQUIRED, "ok", True),
     ]
     assert rows[0].summary == {
@@ -385,7 +403,7 @@ async def test_the_conversation_calls_through_the_router_with_its_turn_and_speak
     assert utt.spoken_text == "The tool said TOOL_BUDGET_EXCEEDED."
     assert [(e.call_id, e.turn_id, e.speaker_id, e.session_id, e.outcome) for e in log.entries] == [
         ("c1", "turn-1", "alice", SESSION, "ok"),
-        ("c2", "turn-1", "alice", SESSION, TOOL_BUDGET_EXCEEDED),
+        ("c2", "turn-1", "alice", SESSION, ErrorCode.TOOL_BUDGET_EXCEEDED),
     ]
 
 

@@ -21,14 +21,15 @@ from openab_voice.actions.requests import Outcome
 from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
-from openab_voice.clock import FakeClock
 from openab_voice.config import Settings, load_settings
 from openab_voice.engine.bundle import ConversationProviders
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.speech import ChatMessage, ToolCall
+from openab_voice.errors import ErrorCode
+from openab_voice.providers.chat import ChatMessage, ToolCall
 from openab_voice.stt.events import TranscriptFinal
-from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech, ScriptedReply, run_until
-from openab_voice.tools import TOOL_BUDGET_EXCEEDED, Confirmation, ToolRisk
+from openab_voice.testing.dialogue_fakes import FakeChatModel, FakeTextToSpeech, ScriptedReply
+from openab_voice.testing.virtual_time import VirtualClock
+from openab_voice.tools import Confirmation, ToolRisk
 from tests.fakes.sessions import RecordingBroker, SilentStt
 
 GUILD, VOICE, TEXT, BOT, ALICE = 10, 20, 30, 99, 1001
@@ -56,7 +57,7 @@ async def converse(
 ) -> tuple[FakeChatModel, RecordingBroker, list[dict[str, Any]]]:
     """One spoken turn in a session built as the bot builds it; the model makes ``calls``, one per round,
     then answers. Returns the model, the broker, and each tool message the model was given."""
-    clock, bus, broker = FakeClock(), EventBus(), RecordingBroker(Outcome(ok=True, message="proposed"))
+    clock, bus, broker = VirtualClock(), EventBus(), RecordingBroker(Outcome(ok=True, message="proposed"))
     results: list[dict[str, Any]] = []
 
     def after_tool(reply: ScriptedReply) -> Any:
@@ -98,7 +99,8 @@ async def converse(
                 partials=1,
             )
         )
-        assert await run_until(clock, lambda: len(chat.requests) == len(calls) + 1), chat.requests
+        with clock.threads():  # the audit write runs on a worker thread
+            assert await clock.run_until(lambda: len(chat.requests) == len(calls) + 1), chat.requests
     finally:
         await session.aclose()
     return chat, broker, results
@@ -145,7 +147,7 @@ async def test_by_default_every_call_is_budgeted_truncated_and_audited(tmp_path:
     assert "start_agent_task" in chat.offered_tools[0] and "clock_now" in chat.offered_tools[0]
     clock_result, refused = results
     assert clock_result["truncated"] is True and len(json.dumps(clock_result)) <= 64
-    assert refused["error"] == TOOL_BUDGET_EXCEEDED
+    assert refused["error"] == ErrorCode.TOOL_BUDGET_EXCEEDED
     assert broker.requests == []  # the spent budget stopped the proposal before it ran
     assert [
         (r.call_id, r.tool, r.risk, r.speaker_id, r.confirmation, r.outcome, r.truncated) for r in rows
@@ -157,7 +159,7 @@ async def test_by_default_every_call_is_budgeted_truncated_and_audited(tmp_path:
             ToolRisk.PROPOSE,
             str(ALICE),
             Confirmation.NOT_PROPOSED,
-            TOOL_BUDGET_EXCEEDED,
+            ErrorCode.TOOL_BUDGET_EXCEEDED,
             False,
         ),
     ]

@@ -9,16 +9,9 @@ from typing import Any
 import pytest
 
 from openab_voice.clock import FakeClock
-from openab_voice.providers.speech import ToolCall, ToolSpec
+from openab_voice.errors import ErrorCode
+from openab_voice.providers.chat import ToolCall, ToolSpec
 from openab_voice.tools import CLOCK_NOW, ToolContext, ToolRegistry, default_tools
-from openab_voice.tools.registry import (
-    TOOL_ARGUMENTS_INVALID,
-    TOOL_ARGUMENTS_MALFORMED,
-    TOOL_BAD_RESULT,
-    TOOL_FAILED,
-    TOOL_TIMEOUT,
-    TOOL_UNKNOWN,
-)
 
 LIGHTS = ToolSpec(
     name="set_lights",
@@ -79,7 +72,7 @@ async def test_clock_now_in_a_time_zone(registry: ToolRegistry) -> None:
 @pytest.mark.parametrize("zone", ["Mars/Olympus", "../../etc/passwd", "", "Europe"])
 async def test_clock_now_rejects_unknown_zones(registry: ToolRegistry, zone: str) -> None:
     result = await registry.call(_call(CLOCK_NOW, json.dumps({"timezone": zone})))
-    assert not result.ok and result.error_code == TOOL_ARGUMENTS_INVALID
+    assert not result.ok and result.error_code == ErrorCode.TOOL_ARGUMENTS_INVALID
     assert result.reason is not None and "time zone" in result.reason
 
 
@@ -96,8 +89,11 @@ async def test_valid_arguments_reach_the_handler(registry: ToolRegistry) -> None
 
 async def test_unknown_tool_is_rejected(registry: ToolRegistry) -> None:
     result = await registry.call(_call("rm_rf", "{}"))
-    assert (result.ok, result.error_code) == (False, TOOL_UNKNOWN)
-    assert json.loads(result.to_json()) == {"error": TOOL_UNKNOWN, "reason": "no tool named 'rm_rf'"}
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_UNKNOWN)
+    assert json.loads(result.to_json()) == {
+        "error": ErrorCode.TOOL_UNKNOWN,
+        "reason": "no tool named 'rm_rf'",
+    }
 
 
 @pytest.mark.parametrize(
@@ -106,7 +102,7 @@ async def test_unknown_tool_is_rejected(registry: ToolRegistry) -> None:
 )
 async def test_malformed_arguments_are_rejected(registry: ToolRegistry, arguments: str) -> None:
     result = await registry.call(_call("set_lights", arguments))
-    assert (result.ok, result.error_code) == (False, TOOL_ARGUMENTS_MALFORMED)
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_ARGUMENTS_MALFORMED)
     assert result.reason
 
 
@@ -118,7 +114,7 @@ async def test_oversized_arguments_are_rejected_unparsed(clock: FakeClock) -> No
 
     reg.register(ToolSpec(name="echo", description="echo"), echo)
     result = await reg.call(_call("echo", json.dumps({"x": "y" * 200})))
-    assert result.error_code == TOOL_ARGUMENTS_MALFORMED
+    assert result.error_code == ErrorCode.TOOL_ARGUMENTS_MALFORMED
 
 
 @pytest.mark.parametrize(
@@ -138,7 +134,7 @@ async def test_schema_violations_are_rejected_with_a_reason(
     registry: ToolRegistry, arguments: dict[str, Any], fragment: str
 ) -> None:
     result = await registry.call(_call("set_lights", json.dumps(arguments)))
-    assert (result.ok, result.error_code) == (False, TOOL_ARGUMENTS_INVALID)
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_ARGUMENTS_INVALID)
     assert result.reason is not None and fragment in result.reason
 
 
@@ -150,7 +146,7 @@ async def test_handler_exception_is_a_structured_failure(clock: FakeClock) -> No
 
     reg.register(ToolSpec(name="broken", description="fails"), broken)
     result = await reg.call(_call("broken", "{}"))
-    assert (result.ok, result.error_code) == (False, TOOL_FAILED)
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_FAILED)
     assert result.reason == "RuntimeError: database is down"
 
 
@@ -163,7 +159,7 @@ async def test_results_must_be_json_objects(clock: FakeClock, value: Any) -> Non
 
     reg.register(ToolSpec(name="odd", description="returns odd things"), odd)
     result = await reg.call(_call("odd", ""))
-    assert (result.ok, result.error_code) == (False, TOOL_BAD_RESULT)
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_BAD_RESULT)
 
 
 async def test_timeout_on_the_injected_clock_cancels_the_handler(clock: FakeClock) -> None:
@@ -188,7 +184,7 @@ async def test_timeout_on_the_injected_clock_cancels_the_handler(clock: FakeCloc
     assert not pending.done()
     clock.advance(0.2)
     result = await pending
-    assert (result.ok, result.error_code) == (False, TOOL_TIMEOUT)
+    assert (result.ok, result.error_code) == (False, ErrorCode.TOOL_TIMEOUT)
     await asyncio.wait_for(cancelled.wait(), 1)
 
 

@@ -12,13 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import (
-    ProviderRequestFailed,
-    ProviderRequestRejected,
-    TtsConfig,
-    tts_registry,
-)
+from openab_voice.errors import ProviderRequestFailed, ProviderRequestRejected
+from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.providers.tts_openai import OpenAiTts
 
 TONE_HZ = 440.0
@@ -56,7 +51,7 @@ class FakeSpeechServer:
                     return response
             while self.endless:
                 await response.write(_tone(0.1))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # real time: the endless stream is paced as a server's is
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             self.disconnected.set()

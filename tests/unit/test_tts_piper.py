@@ -14,9 +14,9 @@ import pytest
 from openab_voice import priority
 from openab_voice.clock import perf_ns
 from openab_voice.errors import ConfigError, ProviderUnavailable
+from openab_voice.providers.chat import chat_registry
 from openab_voice.providers.registry import refuse
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, chat_registry, tts_registry
+from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.providers.tts_piper import PiperTts, load_voice
 from openab_voice.stt.base import stt_registry
 

@@ -64,35 +64,59 @@ def format_status(status: dict[str, Any], names: dict[str, str] | None = None) -
 
 
 _MESSAGE_CHARS = 2000  # Discord's limit for one message's content
+_ACTIONS_OFF = "Actions are off (OPENAB_ACTIONS_ENABLED)."
 
 
-def build_voice_group(
-    service: VoiceService,
-    *,
-    broker: ActionBroker | None,
-    bus: EventBus,
-    clock: Clock,
-    meeting: MeetingRecords | None = None,
-    memory: LongTermMemory | None = None,
-    operator_id: int | None = None,
-) -> app_commands.Group:
-    """Create the ``/voice`` command group on ``service`` and, when actions are on, ``broker``;
-    ``meeting`` answers ``transcript`` and ``summary`` (None: transcripts are not stored);
-    ``memory`` answers ``memory`` (None: long-term memory is off), where ``operator_id`` sees and
-    forgets everyone's records."""
-    records = meeting or MeetingRecords(None)
-    group = app_commands.Group(name="voice", description="Voice channel controls", guild_only=True)
+class VoiceCommands(app_commands.Group, name="voice", description="Voice channel controls", guild_only=True):
+    """The ``/voice`` command group on ``service`` and, when actions are on, ``broker``.
 
-    def record(interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
-        bus.publish(
+    Args:
+        service: the joined voice sessions; ``join``, ``leave`` and ``status`` act on it.
+        broker: the action plane's broker (None: actions are off).
+        bus: where each invocation is published as :class:`CommandInvoked`.
+        clock: stamps those events.
+        meeting: answers ``transcript`` and ``summary`` (None: transcripts are not stored).
+        memory: answers ``memory`` (None: long-term memory is off).
+        operator_id: this user sees and forgets everyone's memory records.
+    """
+
+    def __init__(
+        self,
+        service: VoiceService,
+        *,
+        broker: ActionBroker | None,
+        bus: EventBus,
+        clock: Clock,
+        meeting: MeetingRecords | None = None,
+        memory: LongTermMemory | None = None,
+        operator_id: int | None = None,
+    ) -> None:
+        super().__init__()
+        # Private names: the group's own attributes (name, parent, ...) and its commands share the namespace.
+        self._service = service
+        self._broker = broker
+        self._bus = bus
+        self._clock = clock
+        self._records = meeting or MeetingRecords(None)
+        self._memory = memory
+        self._operator_id = operator_id
+
+    def _record(self, interaction: discord.Interaction, command: str, ok: bool, detail: str = "") -> None:
+        self._bus.publish(
             CommandInvoked(
-                at=clock.monotonic(), command=command, user_id=str(interaction.user.id), ok=ok, detail=detail
+                at=self._clock.monotonic(),
+                command=command,
+                user_id=str(interaction.user.id),
+                ok=ok,
+                detail=detail,
             )
         )
 
-    @group.command(name="join", description="Join a voice channel (yours if none is given)")
+    @app_commands.command(name="join", description="Join a voice channel (yours if none is given)")
     @app_commands.describe(channel="The voice channel to join")
-    async def join(interaction: discord.Interaction, channel: discord.VoiceChannel | None = None) -> None:
+    async def join(
+        self, interaction: discord.Interaction, channel: discord.VoiceChannel | None = None
+    ) -> None:
         target = channel
         member = interaction.user
         if target is None and isinstance(member, discord.Member) and member.voice and member.voice.channel:
@@ -100,19 +124,19 @@ def build_voice_group(
             if isinstance(voice_channel, discord.VoiceChannel):
                 target = voice_channel
         if target is None:
-            record(interaction, "voice join", False, "no channel")
+            self._record(interaction, "voice join", False, "no channel")
             await interaction.response.send_message(
                 "Join a voice channel first, or name one.", ephemeral=True
             )
             return
         await interaction.response.defer(thinking=True)
         try:
-            session = await service.join(target, text_channel_id=interaction.channel_id)
+            session = await self._service.join(target, text_channel_id=interaction.channel_id)
         except OpenabError as exc:
-            record(interaction, "voice join", False, exc.code)
+            self._record(interaction, "voice join", False, exc.code)
             await interaction.followup.send(f"Could not join {target.name}: {exc.message}")
             return
-        record(interaction, "voice join", True, target.name)
+        self._record(interaction, "voice join", True, target.name)
         mode = "listening and speaking" if session.playback is not None else "listening only"
         code = session.privacy_code
         dave = (
@@ -120,20 +144,20 @@ def build_voice_group(
         )
         await interaction.followup.send(f"Joined {target.name} ({mode}; {dave}).")
 
-    @group.command(name="leave", description="Leave the voice channel")
-    async def leave(interaction: discord.Interaction) -> None:
+    @app_commands.command(name="leave", description="Leave the voice channel")
+    async def leave(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
-        left = await service.leave(interaction.guild_id)
-        record(interaction, "voice leave", left)
+        left = await self._service.leave(interaction.guild_id)
+        self._record(interaction, "voice leave", left)
         await interaction.response.send_message(
             "Left the voice channel." if left else "I am not in a voice channel."
         )
 
-    @group.command(name="status", description="Connection, DAVE and per-speaker receive counters")
-    async def status(interaction: discord.Interaction) -> None:
+    @app_commands.command(name="status", description="Connection, DAVE and per-speaker receive counters")
+    async def status(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
-        session = service.get(interaction.guild_id)
-        record(interaction, "voice status", session is not None)
+        session = self._service.get(interaction.guild_id)
+        self._record(interaction, "voice status", session is not None)
         if session is None:
             await interaction.response.send_message("I am not in a voice channel.", ephemeral=True)
             return
@@ -144,52 +168,49 @@ def build_voice_group(
                 if m is not None:
                     names[uid] = m.display_name
         text = format_status(session.status(), names)
-        if broker is not None:
-            text += f"\nActions: {broker.settings.containment}"
+        if self._broker is not None:
+            text += f"\nActions: {self._broker.settings.containment}"
         await interaction.response.send_message(text, ephemeral=True)
 
-    @group.command(name="actions", description="Recent actions and their status")
-    async def actions(interaction: discord.Interaction) -> None:
+    @app_commands.command(name="actions", description="Recent actions and their status")
+    async def actions(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
-        record(interaction, "voice actions", broker is not None)
-        if broker is None:
-            await interaction.response.send_message(
-                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
-            )
+        self._record(interaction, "voice actions", self._broker is not None)
+        if self._broker is None:
+            await interaction.response.send_message(_ACTIONS_OFF, ephemeral=True)
             return
-        recent = await broker.recent(interaction.guild_id)
+        recent = await self._broker.recent(interaction.guild_id)
         await interaction.response.send_message(format_actions(recent), ephemeral=True)
 
-    @group.command(name="cancel", description="Cancel an action")
+    @app_commands.command(name="cancel", description="Cancel an action")
     @app_commands.describe(action_id="The action id, e.g. a-1f3c9e2b")
-    async def cancel(interaction: discord.Interaction, action_id: str) -> None:
-        if broker is None:
-            record(interaction, "voice cancel", False, "actions off")
-            await interaction.response.send_message(
-                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
-            )
+    async def cancel(self, interaction: discord.Interaction, action_id: str) -> None:
+        if self._broker is None:
+            self._record(interaction, "voice cancel", False, "actions off")
+            await interaction.response.send_message(_ACTIONS_OFF, ephemeral=True)
             return
-        outcome = await broker.cancel(action_id.strip(), user_id=interaction.user.id)
-        record(interaction, "voice cancel", outcome.ok, outcome.code or action_id)
+        outcome = await self._broker.cancel(action_id.strip(), user_id=interaction.user.id)
+        self._record(interaction, "voice cancel", outcome.ok, outcome.code or action_id)
         await interaction.response.send_message(outcome.message, ephemeral=True)
 
-    @group.command(name="reconcile", description="Free a quarantined workspace after checking it (operator)")
+    @app_commands.command(
+        name="reconcile", description="Free a quarantined workspace after checking it (operator)"
+    )
     @app_commands.describe(action_id="The action whose workspace you checked")
-    async def reconcile(interaction: discord.Interaction, action_id: str) -> None:
-        if broker is None:
-            record(interaction, "voice reconcile", False, "actions off")
-            await interaction.response.send_message(
-                "Actions are off (OPENAB_ACTIONS_ENABLED).", ephemeral=True
-            )
+    async def reconcile(self, interaction: discord.Interaction, action_id: str) -> None:
+        if self._broker is None:
+            self._record(interaction, "voice reconcile", False, "actions off")
+            await interaction.response.send_message(_ACTIONS_OFF, ephemeral=True)
             return
-        outcome = await broker.reconcile(action_id.strip(), user_id=interaction.user.id)
-        record(interaction, "voice reconcile", outcome.ok, outcome.code or action_id)
+        outcome = await self._broker.reconcile(action_id.strip(), user_id=interaction.user.id)
+        self._record(interaction, "voice reconcile", outcome.ok, outcome.code or action_id)
         await interaction.response.send_message(outcome.message, ephemeral=True)
 
-    async def resolve(interaction: discord.Interaction, command: str, session: str | None) -> Any:
+    async def _resolve(self, interaction: discord.Interaction, command: str, session: str | None) -> Any:
+        """The stored session ``session`` names (default: the current or latest), or None once refused."""
         assert interaction.guild_id is not None
-        live = service.get(interaction.guild_id)
-        found = await records.resolve(
+        live = self._service.get(interaction.guild_id)
+        found = await self._records.resolve(
             guild_id=interaction.guild_id,
             user_id=interaction.user.id,
             session_id=session,
@@ -197,55 +218,58 @@ def build_voice_group(
             live_audience=live.listeners() if live is not None else (),
         )
         if isinstance(found, Refusal):
-            record(interaction, command, False, found.reason)
+            self._record(interaction, command, False, found.reason)
             await interaction.response.send_message(found.reason, ephemeral=True)
             return None
         return found
 
-    @group.command(name="transcript", description="The stored transcript of a voice session, as files")
+    @app_commands.command(name="transcript", description="The stored transcript of a voice session, as files")
     @app_commands.describe(session="The session id (default: the current or latest session)")
-    async def transcript(interaction: discord.Interaction, session: str | None = None) -> None:
-        found = await resolve(interaction, "voice transcript", session)
+    async def transcript(self, interaction: discord.Interaction, session: str | None = None) -> None:
+        found = await self._resolve(interaction, "voice transcript", session)
         if found is None:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        export = await records.export(found)
+        export = await self._records.export(found)
         stem = f"transcript-{found.id}"
         files = [
             discord.File(io.BytesIO(export.text.encode()), filename=f"{stem}.txt"),
             discord.File(io.BytesIO(export.json.encode()), filename=f"{stem}.json"),
         ]
-        record(interaction, "voice transcript", True, found.id)
+        self._record(interaction, "voice transcript", True, found.id)
         await interaction.followup.send(
             f"Transcript of session `{found.id}` in #{found.channel_name}: {export.lines} lines.",
             files=files,
             ephemeral=True,
         )
 
-    @group.command(name="summary", description="A summary of a voice session, posted here")
+    @app_commands.command(name="summary", description="A summary of a voice session, posted here")
     @app_commands.describe(session="The session id (default: the current or latest session)")
-    async def summary(interaction: discord.Interaction, session: str | None = None) -> None:
-        found = await resolve(interaction, "voice summary", session)
+    async def summary(self, interaction: discord.Interaction, session: str | None = None) -> None:
+        found = await self._resolve(interaction, "voice summary", session)
         if found is None:
             return
         await interaction.response.defer(thinking=True)
-        result = await records.summarize(found)
+        result = await self._records.summarize(found)
         if isinstance(result, Refusal):
-            record(interaction, "voice summary", False, result.reason)
+            self._record(interaction, "voice summary", False, result.reason)
             await interaction.followup.send(result.reason)
             return
-        record(interaction, "voice summary", True, found.id)
+        self._record(interaction, "voice summary", True, found.id)
         note = " (its most recent part)" if result.truncated else ""
         text = f"**Summary of session `{found.id}` in #{found.channel_name}{note}**\n{result.text}"
         for chunk in split_message(text):
             await interaction.followup.send(chunk)
 
-    @group.command(name="memory", description="What I remember about you here; forget a record by its id")
+    @app_commands.command(
+        name="memory", description="What I remember about you here; forget a record by its id"
+    )
     @app_commands.describe(forget="The id of a record to forget (yours, or any for the operator)")
-    async def memory_command(interaction: discord.Interaction, forget: int | None = None) -> None:
+    async def memory_command(self, interaction: discord.Interaction, forget: int | None = None) -> None:
         assert interaction.guild_id is not None
+        memory = self._memory
         if memory is None:
-            record(interaction, "voice memory", False, "memory off")
+            self._record(interaction, "voice memory", False, "memory off")
             await interaction.response.send_message(
                 "Long-term memory is off (OPENAB_MEMORY_ENABLED).", ephemeral=True
             )
@@ -253,15 +277,19 @@ def build_voice_group(
         user_id = interaction.user.id
         if forget is not None:
             refused = await asyncio.to_thread(
-                memory.forget, forget, guild_id=interaction.guild_id, user_id=user_id, operator_id=operator_id
+                memory.forget,
+                forget,
+                guild_id=interaction.guild_id,
+                user_id=user_id,
+                operator_id=self._operator_id,
             )
-            record(interaction, "voice memory", refused is None, refused or f"forgot {forget}")
+            self._record(interaction, "voice memory", refused is None, refused or f"forgot {forget}")
             text = f"Forgotten: memory {forget}." if refused is None else f"Not forgotten: {refused}."
             await interaction.response.send_message(text, ephemeral=True)
             return
-        mine = None if user_id == operator_id else str(user_id)
+        mine = None if user_id == self._operator_id else str(user_id)
         records = await asyncio.to_thread(memory.recent, guild_id=interaction.guild_id, speaker_id=mine)
-        record(interaction, "voice memory", True, f"{len(records)} records")
+        self._record(interaction, "voice memory", True, f"{len(records)} records")
         if not memory.health.ok:
             text = f"Memory is unavailable: {memory.health.reason}."
         elif not records:
@@ -274,8 +302,6 @@ def build_voice_group(
             ]
             text = "\n".join(lines) + "\nForget one with `/voice memory forget:<id>`."
         await interaction.response.send_message(split_message(text)[0], ephemeral=True)
-
-    return group
 
 
 def split_message(text: str, limit: int = _MESSAGE_CHARS) -> list[str]:

@@ -20,10 +20,10 @@ from openab_voice.actions.ports import (
     CONFIRM_EXEC,
     CONFIRM_EXTERNAL,
     REJECT,
-    DeliveryFailed,
     ProposalView,
     button_id,
 )
+from openab_voice.errors import DeliveryFailed
 
 log = logging.getLogger(__name__)
 

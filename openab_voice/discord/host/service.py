@@ -12,7 +12,7 @@ from openab_voice.actions.ports import Audience
 from openab_voice.discord.host.session import VoiceSession
 from openab_voice.discord.wire.roster import channel_audience
 from openab_voice.engine.expiry import SpeechCause
-from openab_voice.errors import VoiceError
+from openab_voice.errors import ErrorCode, VoiceError
 
 
 class SessionFactory(Protocol):
@@ -127,7 +127,7 @@ class VoiceService:
             except (TimeoutError, discord.DiscordException, OSError) as exc:
                 await session.aclose(reason="connect_failed")
                 raise VoiceError(
-                    f"could not join {channel.name}: {exc}", code="VOICE_CONNECT_FAILED"
+                    f"could not join {channel.name}: {exc}", code=ErrorCode.VOICE_CONNECT_FAILED
                 ) from exc
             self._sessions.put(session)
         async with self._joined:

@@ -43,6 +43,7 @@ from openab_voice.discord.wire.voice_client import (
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recorder import TranscriptRecorder
 from openab_voice.stt.transcriber import Transcriber
@@ -115,7 +116,7 @@ class VoiceSession:
         self._connect_timeout_s = connect_timeout_s
         self._left = bus.subscribe(SpeakerLeft, self._on_speaker_left)
         self.voice_client: ReceivingVoiceClient | None = None
-        self._closed = False
+        self._life = Lifecycle("voice session", started=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._gaps = GapLog(bus=bus, clock=clock, session_id=session_id, guild_id=str(channel.guild.id))
         self._rejoin_task: asyncio.Task[None] | None = None
@@ -170,7 +171,7 @@ class VoiceSession:
     def voice_lost(self, *, cause: str, close_code: int | None, recovery: Recovery) -> None:
         """The voice connection broke: stop speaking, cut every receive stream, report the gap.
         A second call in the same gap (a refused RESUME) only escalates its recovery."""
-        if self._closed:
+        if self._life.closed:
             return
         gap = self._gaps.open(cause, close_code, recovery)
         if gap is not None and self.playback is not None:
@@ -181,7 +182,7 @@ class VoiceSession:
         self.receiver.cut_streams(new_session=new_session, then=self._streams_cut)
 
     def rejoin_needed(self, *, cause: str, close_code: int | None) -> None:
-        if self._closed:
+        if self._life.closed:
             return
         gap = self._gaps.voice
         if gap is None or gap.recovery is not Recovery.REJOIN:
@@ -196,7 +197,7 @@ class VoiceSession:
     def gateway_lost(self) -> None:
         """The main gateway dropped (discord.py's ``on_disconnect``): voice flows on its own
         connection, so nothing is cut; the gap in control events is reported when it resumes."""
-        if not self._closed:
+        if not self._life.closed:
             self._gaps.open_gateway()
 
     def gateway_resumed(self) -> None:
@@ -222,7 +223,7 @@ class VoiceSession:
                 log.warning("the broken voice connection did not close cleanly")
         delay = _REJOIN_BACKOFF_S
         for attempt in range(1, _REJOIN_ATTEMPTS + 1):
-            if self._closed:
+            if self._life.closed:
                 return
             if self._gaps.voice is not None:
                 self._gaps.voice.attempts = attempt
@@ -328,9 +329,8 @@ class VoiceSession:
         }
 
     async def aclose(self, reason: str = "leave") -> None:
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         if self._rejoin_task is not None and not self._rejoin_task.done():
             self._rejoin_task.cancel()
             await asyncio.wait({self._rejoin_task})
@@ -368,3 +368,4 @@ class VoiceSession:
                 reason=reason,
             )
         )
+        self._life.finish_close()

@@ -2,20 +2,11 @@
 
 ``Listening``, ``Thinking``, ``Speaking`` come from the session's
 :class:`~openab_voice.engine.events.DialogueStateChanged`; ``Running a task`` from
-:class:`~openab_voice.actions.events.ActionChanged` and takes precedence while any action asked in
-this channel runs. :func:`status_for` is the pure mapping; :class:`VoiceStatus` applies it.
-
-Discord sets the status with ``PUT /channels/{channel.id}/voice-status`` and ``{"status": ...}``
-(``null`` clears it), which discord.py 2.7 sends from ``VoiceChannel.edit(status=...)``
-(``abc.GuildChannel._edit`` -> ``HTTPClient.edit_voice_channel_status``). The route's limit is not
-documented, and each change is also an audit log entry, so updates are coalesced: at most one per
-``interval_s`` per channel (``OPENAB_VOICE_STATUS_INTERVAL_S``, default 5 s: a turn's short states
-may never show, the channel is never flooded), the latest state wins, and the same status is never
-sent twice in a row. discord.py still honours the bucket's own headers and 429s on top.
-
-A failed update is logged and counted (:attr:`VoiceStatus.failures`), never raised: the voice session
-goes on without its status. Closing clears the status at once (the one update that does not wait
-for the interval), bounded in time.
+:class:`~openab_voice.actions.events.ActionChanged`, taking precedence while an action of this channel
+runs. :func:`status_for` is the pure mapping; :class:`VoiceStatus` applies it through
+``VoiceChannel.edit(status=...)``, coalesced to at most one update per ``interval_s`` per channel
+(latest wins, never the same twice). Failures are logged and counted (:attr:`VoiceStatus.failures`),
+never raised; closing clears the status at once. Why coalesced: docs/adr/0001-own-voice-receiver.md.
 """
 
 from __future__ import annotations
@@ -31,6 +22,7 @@ from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, wait_for
 from openab_voice.engine.events import DialogueStateChanged
 from openab_voice.jobs import JobStatus
+from openab_voice.lifecycle import Lifecycle
 
 __all__ = [
     "LISTENING",
@@ -106,7 +98,7 @@ class VoiceStatus:
         self._next_at = -math.inf
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._closed = False
+        self._life = Lifecycle("voice status")
         self._failing = False
         self.sent = 0
         """Updates Discord accepted (clears included)."""
@@ -129,7 +121,8 @@ class VoiceStatus:
 
     def start(self) -> None:
         """Start the sender (on the running loop); it shows the current state at once."""
-        if self._task is None and not self._closed:
+        if self._life.new:
+            self._life.start()
             self._task = asyncio.get_running_loop().create_task(self._run(), name="voice-status")
             self._wake.set()
 
@@ -181,9 +174,8 @@ class VoiceStatus:
 
     async def aclose(self) -> None:
         """Stop following the session and clear the status (bounded). Idempotent."""
-        if self._closed:
+        if not self._life.begin_close():
             return
-        self._closed = True
         for subscription in self._subscriptions:
             subscription.close()
         if self._task is not None:
@@ -191,3 +183,4 @@ class VoiceStatus:
             await asyncio.wait({self._task})
         if self._shown is not None:
             await self._update(None)
+        self._life.finish_close()

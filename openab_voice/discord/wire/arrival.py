@@ -1,20 +1,11 @@
 """When a datagram reached this host: the kernel's receive time of the one just read.
 
-discord.py's ``SocketReader`` thread reads the UDP socket and calls our listener with the bytes
-alone. Stamped with the clock at that moment, a datagram's arrival is really the time the reader got
-to it: a reader held up by CPU contention (or by the GIL, a garbage collection) reads a burst of
-datagrams late and stamps them all alike. At the start of a talk spurt that is the worst case for the
-jitter buffer, which anchors a spurt's timeline on its least-transit packet: the late first packet's
-frames go out stamped late, the burst after it moves the anchor back, and the speech that follows
-is cut (``trimmed_ms``) to keep the timeline contiguous (ADR 0006, decision 8).
-
-Linux records when each datagram arrived. ``ioctl(SIOCGSTAMPNS)`` returns that time for the last
-datagram the socket handed to user space, so a listener called right after ``recv`` (as discord.py
-calls it, on the reader thread) learns its datagram's true arrival however late it ran. The first
-call switches the recording on (so it is made as soon as the socket is named, before media flows;
-a socket that replaces it is switched on by its first datagram; the kernel flips it lazily, and until
-then a datagram reads back as arriving when it was read); where stamps are not available
-(another OS, a socket that was closed), the arrival is the clock's now, as before.
+discord.py's reader thread hands our listener the bytes alone; stamped with the clock then, a burst
+read late under CPU contention would look like it arrived late (ADR 0006, decision 8). Linux's
+``ioctl(SIOCGSTAMPNS)`` returns the arrival time of the last datagram the socket handed to user
+space, so a listener called right after ``recv`` learns the true arrival. The first call switches
+the recording on; where stamps are not available the arrival is the clock's now.
+Rationale in detail: docs/adr/0006-audio-plane-under-cpu-contention.md.
 """
 
 from __future__ import annotations

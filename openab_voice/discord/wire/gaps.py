@@ -76,12 +76,12 @@ class GapLog:
     def close(self, *, recovered: bool) -> None:
         gap, self.voice = self.voice, None
         if gap is not None:
-            self._closed(gap, recovered=recovered)
+            self._ended(gap, recovered=recovered)
 
     def close_gateway(self) -> None:
         gap, self._gateway = self._gateway, None
         if gap is not None:
-            self._closed(gap, recovered=True)
+            self._ended(gap, recovered=True)
 
     def on_voice_op(self, vc: ReceivingVoiceClient, op: int) -> None:
         """Close the open gap once media can flow again: after a RESUME at op 9 (key, SSRCs and
@@ -112,7 +112,7 @@ class GapLog:
             )
         )
 
-    def _closed(self, gap: OpenGap, *, recovered: bool) -> None:
+    def _ended(self, gap: OpenGap, *, recovered: bool) -> None:
         now = self._clock.monotonic()
         event = VoiceGap(
             at=now,

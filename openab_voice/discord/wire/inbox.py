@@ -17,6 +17,8 @@ import collections
 import threading
 from typing import Generic, TypeVar
 
+from openab_voice.lifecycle import Lifecycle
+
 T = TypeVar("T")
 
 
@@ -34,7 +36,7 @@ class Inbox(Generic[T]):
         self._items: collections.deque[tuple[bool, T]] = collections.deque()
         self._packets = 0
         self._refused = 0
-        self._closed = False
+        self._life = Lifecycle("inbox", started=True)
         self._ready = threading.Condition(threading.Lock())
 
     @property
@@ -44,7 +46,7 @@ class Inbox(Generic[T]):
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._life.closed
 
     def offer(self, item: T) -> bool:
         """Enqueue a droppable packet; never blocks.
@@ -53,7 +55,7 @@ class Inbox(Generic[T]):
             False when it was refused (inbox full or closed).
         """
         with self._ready:
-            if self._closed:
+            if self._life.closed:
                 return False
             if self._packets >= self._max_packets:
                 self._refused += 1
@@ -68,7 +70,7 @@ class Inbox(Generic[T]):
     def put(self, item: T) -> None:
         """Enqueue a control message; never refused while open, kept in order with packets."""
         with self._ready:
-            if self._closed:
+            if self._life.closed:
                 return
             self._items.append((False, item))
             if len(self._items) == 1:
@@ -81,7 +83,7 @@ class Inbox(Generic[T]):
             The items in arrival order; empty after a timeout or once closed and drained.
         """
         with self._ready:
-            if not self._items and not self._closed:
+            if not self._items and not self._life.closed:
                 self._ready.wait(timeout)
             items = self._items
             self._items = collections.deque()
@@ -91,5 +93,5 @@ class Inbox(Generic[T]):
     def close(self) -> None:
         """Refuse everything from now on and wake the consumer; queued items can still be taken."""
         with self._ready:
-            self._closed = True
+            self._life.close_now()
             self._ready.notify_all()

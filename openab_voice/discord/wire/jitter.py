@@ -1,35 +1,12 @@
 """Per-SSRC jitter buffer and Opus decoding with FEC/PLC concealment.
 
-Packets arrive out of order, twice, late or not at all. Each SSRC gets one :class:`JitterBuffer`
-that orders them by RTP sequence number (16-bit, unwrapped to an ever-growing integer). A packet that
-is next in sequence is decoded as it arrives; when one is missing, the buffer waits at most ``depth``
-packets or ``depth * 20 ms`` for it, and then:
-
-* one missing packet is rebuilt from the in-band FEC of the packet after it
-  (``decode(next_payload, fec=True)``), or by packet loss concealment (``decode(None)``) when the
-  next packet is not there either; a burst of up to ``max_conceal`` missing packets is concealed
-  frame by frame (PLC, then FEC for the last one when its successor is present);
-* a longer burst is not concealed (its packets still count as ``lost``) and the stream restarts at the
-  next packet, re-anchored on the packets held.
-
-Frame timestamps are the RTP timestamp (48 kHz) placed on our clock by the packet of the talk spurt
-with the least transit (arrival minus RTP time): network jitter only ever delays a packet, so the
-earliest one is the best witness of when the audio was captured, and a frame is never stamped more
-than ``max_late_s`` later than its own packet arrived. The anchor starts on the first packet of a spurt and moves earlier
-whenever a packet arrives before the time the anchor gives it; a new talk spurt (no packet for
-``spurt_timeout_s``) re-anchors on arrival, which also absorbs drift between the sender's clock and
-ours. Timestamps never go backwards and frames never overlap.
-
-A first packet that arrived late (the reader thread ran late under load, the network held it) would
-otherwise put every later frame of the spurt in the future by as much, and a sender whose RTP clock
-overshoots short pauses (under ``spurt_timeout_s``) would ratchet it further at each one: the echo
-of the bot's playback then looked younger than the render the bot had sent, and past the render
-aligner's tolerance the bot looked silent to the echo gate (ADR 0006, decision 7). When the anchor moves earlier, the frames already emitted keep their times: the
-next ones start where the last ended (at most ``max_late_s`` later than their own time). A larger
-step is absorbed by a pause in the sender's stream when there is one (the next frame simply starts
-earlier in the silence); within continuous audio the part of a frame whose time was already covered
-is cut from its start (counted in ``trimmed_ms``), so consumers see contiguous timestamps and a
-one-off skip in the audio, never a frame in the past or an overlap.
+Each SSRC gets one :class:`JitterBuffer` that orders packets by RTP sequence number (unwrapped). A
+packet next in sequence is decoded as it arrives; a gap waits at most ``depth`` packets or
+``depth * 20 ms``, then is rebuilt by FEC or PLC (up to ``max_conceal`` packets; a longer burst
+restarts the stream). Frame timestamps are the RTP time anchored on the spurt's least-transit packet,
+never more than ``max_late_s`` after arrival, re-anchored after ``spurt_timeout_s`` of silence:
+timestamps never go backwards and frames never overlap (overlap is trimmed, counted in ``trimmed_ms``).
+Rationale and history: docs/adr/0006-audio-plane-under-cpu-contention.md.
 """
 
 from __future__ import annotations

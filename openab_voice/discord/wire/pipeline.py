@@ -26,6 +26,8 @@ from openab_voice.discord.wire.rtp import MIN_RTP_PACKET, OPUS_SILENCE, is_ip_di
 from openab_voice.discord.wire.stats import ReceiveStats, reason_for_code
 from openab_voice.discord.wire.transport import TransportCipher, open_packet
 from openab_voice.errors import PacketError
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
 
 __all__ = ["DaveDecryptor", "ReceivePipeline", "ReceiverSettings"]
 
@@ -36,7 +38,8 @@ _MAX_HELD_SSRCS: Final = 64  # unmapped SSRCs held at once; packets are authenti
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceiverSettings:
-    """Receive tuning; the defaults suit Discord's 20 ms Opus frames.
+    """Receive tuning; the defaults suit Discord's 20 ms Opus frames (those of ``OPENAB_*`` settings
+    are their declarations': :mod:`~openab_voice.settings.defaults`).
 
     Attributes:
         jitter_depth: packets (and 20 ms units of waiting) the jitter buffer holds back.
@@ -57,17 +60,17 @@ class ReceiverSettings:
             :mod:`~openab_voice.discord.wire.keepalive`).
     """
 
-    jitter_depth: int = 3
-    max_conceal: int = 5
-    pending_per_ssrc: int = 50
-    pending_ttl_s: float = 10.0
-    inbox_packets: int = 2000
+    jitter_depth: int = default_of(VoiceSettings, "jitter_depth")
+    max_conceal: int = default_of(VoiceSettings, "max_conceal_frames")
+    pending_per_ssrc: int = default_of(VoiceSettings, "pending_packets_per_ssrc")
+    pending_ttl_s: float = default_of(VoiceSettings, "pending_ttl_s")
+    inbox_packets: int = default_of(VoiceSettings, "receive_queue_packets")
     max_packet_bytes: int = 1500
     stats_interval_s: float = 1.0
     subscriber_frames: int = 500
     dave_hold_packets: int = 50
     dave_hold_s: float = 1.0
-    udp_keepalive_s: float = 5.0
+    udp_keepalive_s: float = default_of(VoiceSettings, "udp_keepalive_s")
 
 
 class DaveDecryptor(Protocol):

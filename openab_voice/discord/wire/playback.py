@@ -31,8 +31,11 @@ from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_FRAME_BYTES, DISC
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
 from openab_voice.discord.wire.events import PlaybackFinished, PlaybackStarted
-from openab_voice.errors import VoiceError
+from openab_voice.errors import ErrorCode, VoiceError
+from openab_voice.lifecycle import Lifecycle
 from openab_voice.priority import boost_audio_thread
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
 
 FRAME_MS = 20.0
 
@@ -87,7 +90,12 @@ class Playback:
     """Queue 48 kHz stereo PCM for one voice connection; interrupt it; tap it as render reference."""
 
     def __init__(
-        self, *, bus: EventBus, clock: Clock, buffer_ms: int = 2000, session_id: str | None = None
+        self,
+        *,
+        bus: EventBus,
+        clock: Clock,
+        buffer_ms: int = default_of(VoiceSettings, "playback_buffer_ms"),
+        session_id: str | None = None,
     ) -> None:
         self._bus = bus
         self._clock = clock
@@ -106,7 +114,7 @@ class Playback:
         self._space = asyncio.Event()
         self._host: PlayerHost | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
+        self._life = Lifecycle("playback", started=True)
 
     # --- wiring ------------------------------------------------------------------------------
 
@@ -132,9 +140,9 @@ class Playback:
 
     def begin(self, utterance_id: str | None = None) -> str:
         """Start an utterance; returns its id. Audio is added with :meth:`write`."""
-        if self._closed or self._host is None or self._loop is None:
+        if self._life.closed or self._host is None or self._loop is None:
             raise VoiceError(
-                "playback is not attached to a voice connection", code="VOICE_PLAYBACK_UNAVAILABLE"
+                "playback is not attached to a voice connection", code=ErrorCode.VOICE_PLAYBACK_UNAVAILABLE
             )
         utt = _Utterance(utterance_id or f"utt-{next(self._ids)}", self._loop.create_future())
         self._utterances.append(utt)
@@ -198,10 +206,10 @@ class Playback:
 
     async def aclose(self) -> None:
         """Stop playing and fail nothing: pending utterances resolve as interrupted. Idempotent."""
-        if self._closed:
+        if self._life.closed:
             return
         self.interrupt()
-        self._closed = True
+        self._life.close_now()
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -212,7 +220,9 @@ class Playback:
         finished = self._finished.get(utterance_id)
         if finished is not None:
             return finished
-        raise VoiceError(f"unknown or finished utterance {utterance_id!r}", code="VOICE_UTTERANCE_UNKNOWN")
+        raise VoiceError(
+            f"unknown or finished utterance {utterance_id!r}", code=ErrorCode.VOICE_UTTERANCE_UNKNOWN
+        )
 
     def _ensure_playing(self) -> None:
         host = self._host
@@ -229,7 +239,7 @@ class Playback:
         # The player may have stopped on an empty read just before more audio arrived.
         with self._lock:
             pending = bool(self._frames)
-        if pending and not self._closed:
+        if pending and not self._life.closed:
             self._ensure_playing()
 
     def _read_frame(self) -> bytes:

@@ -9,15 +9,9 @@ Data flow (notes §4)::
     set_transport, ticks        DAVE decrypt (Opus silence bypasses it)             (SpeakerMapped,
                                 JitterBuffer: order, FEC/PLC, Opus decode            SpeakerLeft, stats)
 
-All receive state belongs to the worker thread; nothing is shared under locks. The reader thread
-and the event loop only enqueue into the one :class:`~openab_voice.discord.wire.inbox.Inbox` (which
-keeps control messages in order with packets), and the worker hands results back through the
-loop. The worker never reads the clock: packets carry their arrival time from
-:meth:`VoiceReceiver.feed` (the kernel's receive stamp of the datagram, ``arrival.py``, once
-:meth:`VoiceReceiver.set_socket_source` names the socket), which also ticks the pipeline while
-audio flows (jitter-buffer timeouts never wait behind the event loop); an asyncio ticker on the
-injected clock covers silence, expiry of held packets and the periodic ``ReceiveStatsUpdated``. After each tick the frame sinks learn the
-capture watermark (:meth:`VoiceReceiver.add_watermark_sink`).
+All receive state belongs to the worker thread; the reader thread and the loop only enqueue into the
+one :class:`~openab_voice.discord.wire.inbox.Inbox`. Packets carry their kernel arrival stamp
+(``arrival.py``). Threads, ticks and the capture watermark: docs/adr/0001-own-voice-receiver.md.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import enum
 import logging
 import socket
 import threading
@@ -42,9 +35,10 @@ from openab_voice.discord.wire.inbox import Inbox
 from openab_voice.discord.wire.pipeline import DaveDecryptor, ReceivePipeline, ReceiverSettings
 from openab_voice.discord.wire.subscription import FrameSubscription
 from openab_voice.discord.wire.transport import TransportCipher, cipher_for
+from openab_voice.lifecycle import Lifecycle, Phase
 from openab_voice.priority import boost_audio_thread
 
-__all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverPhase", "ReceiverSettings", "VoiceReceiver"]
+__all__ = ["DaveDecryptor", "FrameSubscription", "ReceiverSettings", "VoiceReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +100,6 @@ _Control = _Map | _Remove | _Transport | _DaveSource | _Cut | _Tick | _Barrier |
 _Item = tuple[bytes, float] | _Control
 
 
-class ReceiverPhase(enum.Enum):
-    """Where a :class:`VoiceReceiver` is in its life (it only moves forward)."""
-
-    NEW = "new"  # packets are queued; nothing decodes them yet
-    RUNNING = "running"  # the worker thread and the ticker run
-    CLOSED = "closed"  # stopped: held frames played out, every subscription ended
-
-
 class VoiceReceiver:
     """Receives every speaker of one voice connection separately (see the module docstring).
 
@@ -150,7 +136,9 @@ class VoiceReceiver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self.phase = ReceiverPhase.NEW
+        # new: packets are queued, nothing decodes them yet; running: the worker thread and the ticker
+        # run; closed: held frames played out, every subscription ended
+        self._life = Lifecycle("voice receiver")
         self._refused_seen = 0
         self._feed_failures = 0  # written by the reader thread only
         self._reader_boosted = False  # written by the reader thread only
@@ -189,11 +177,15 @@ class VoiceReceiver:
 
     # --- event loop thread --------------------------------------------------------------------
 
+    @property
+    def phase(self) -> Phase:
+        return self._life.phase
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the worker thread and the ticker; call on ``loop``'s thread, once."""
-        if self.phase is not ReceiverPhase.NEW:
+        if not self._life.new:
             return
-        self.phase = ReceiverPhase.RUNNING
+        self._life.start()
         self._loop = loop
         self._bus.bind_loop(loop)
         self._thread = threading.Thread(target=self._run, name="openab-voice-receive", daemon=True)
@@ -202,9 +194,8 @@ class VoiceReceiver:
 
     async def aclose(self) -> None:
         """Stop the worker (bounded wait), play out held frames, end every subscription. Idempotent."""
-        if self.phase is ReceiverPhase.CLOSED:
+        if not self._life.begin_close():
             return
-        self.phase = ReceiverPhase.CLOSED
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.wait([self._ticker])
@@ -217,6 +208,7 @@ class VoiceReceiver:
                 log.warning("receive worker did not stop within %.1f s", _JOIN_TIMEOUT_S)
         for subscription in list(self._subscriptions):
             subscription.close()
+        self._life.finish_close()
 
     def set_transport(self, mode: str, key: bytes) -> None:
         """Use the transport mode and key of op 4 from now on.
@@ -272,7 +264,7 @@ class VoiceReceiver:
         far (a tick at its ``monotonic()`` now: held frames that have waited long enough are given
         up), and the frames delivered. The ticker's own tick for a clock just advanced may not be
         queued yet; this one is, before the barrier."""
-        if self.phase is not ReceiverPhase.RUNNING:
+        if not self._life.running:
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()

@@ -1,25 +1,12 @@
 """Keeping one voice connection through Discord's closes, drops and moves, on unmodified discord.py.
 
-discord.py 2.7.1 does not survive a voice server crash: on close 4015 its poller
-(``VoiceConnectionState._poll_voice_ws``) asks the main gateway for both voice updates again while
-its flow state still says ``connected``, so the updates never complete the wait, no RESUME (op 7)
-is ever sent, and after ``timeout`` it leaves the call (``tests/e2e/test_emulator_voice_life.py``
-``test_discordpy_never_resumes_after_4015``). Its own re-identify after other closes replaces the UDP
-socket while its reader thread may still sit in a 30 s ``select`` on the old one, so the IP
-discovery reply can be missed. So :class:`SupervisedConnectionState` replaces that poller:
-
-* **resume** (4015, or the socket dropped without a Discord code): a new websocket sends op 7 with
-  the session id, token and the last ``seq`` seen (``seq_ack``); the server answers op 9 and then
-  replays what was sent meanwhile. SSRC, transport key and DAVE group stay as they were.
-* **rejoin** (4006 session no longer valid, a refused resume, other session errors): the
-  :class:`VoiceLife` owner tears the voice client down and joins again (new session, SSRC, key,
-  DAVE group, UDP socket and reader thread).
-* **reconnect** (a VOICE_SERVER_UPDATE mid-call: the call moved): discord.py itself closes with
-  4014 and identifies at the new endpoint on the same socket; this only reports it.
-* **leave**: a normal close (1000), being disconnected (4014 with no new server), rate limits (4021).
-
-The decision is :func:`recovery_for`, a pure function; the owner reports the gap
-(:class:`~openab_voice.bus.events.VoiceGap`). Protocol facts: ``docs/voice-session-life.md``.
+:class:`SupervisedConnectionState` replaces discord.py's voice poller, which never resumes after a
+4015 close. The pure :func:`recovery_for` picks the recovery: **resume** (4015, or a drop without a
+code: op 7 with ``seq_ack``; SSRC, key and DAVE group stay), **rejoin** (4006, a refused resume,
+other session errors: the :class:`VoiceLife` owner joins again), **reconnect** (the call moved;
+discord.py handles it, this only reports) or **leave** (1000, 4014 with no new server, 4021). The
+owner reports the gap (:class:`~openab_voice.bus.events.VoiceGap`). Protocol facts:
+``docs/voice-session-life.md``; the discord.py failures it works around: docs/adr/0001-own-voice-receiver.md.
 """
 
 from __future__ import annotations

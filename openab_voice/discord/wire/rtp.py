@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from openab_voice.errors import PacketError
+from openab_voice.errors import ErrorCode, PacketError
 
 RTP_VERSION = 2
 OPUS_PAYLOAD_TYPE = 0x78
@@ -55,21 +55,21 @@ def parse_header(data: bytes) -> RtpHeader:
         PacketError: ``RTP_TRUNCATED`` or ``RTP_BAD_VERSION``.
     """
     if len(data) < MIN_RTP_PACKET:
-        raise PacketError("packet shorter than an RTP header", code="RTP_TRUNCATED")
+        raise PacketError("packet shorter than an RTP header", code=ErrorCode.RTP_TRUNCATED)
     b0, b1, seq, ts, ssrc = _HEADER.unpack_from(data)
     if b0 >> 6 != RTP_VERSION:
-        raise PacketError("not RTP version 2", code="RTP_BAD_VERSION")
+        raise PacketError("not RTP version 2", code=ErrorCode.RTP_BAD_VERSION)
     cc = b0 & 0x0F
     has_ext = bool(b0 & 0x10)
     hlen = 12 + 4 * cc
     ext_words = 0
     if has_ext:
         if len(data) < hlen + 4 + 4:
-            raise PacketError("extension preamble truncated", code="RTP_TRUNCATED")
+            raise PacketError("extension preamble truncated", code=ErrorCode.RTP_TRUNCATED)
         _profile, ext_words = struct.unpack_from(">HH", data, hlen)
         hlen += 4
     if len(data) < hlen + 4:
-        raise PacketError("header longer than packet", code="RTP_TRUNCATED")
+        raise PacketError("header longer than packet", code=ErrorCode.RTP_TRUNCATED)
     return RtpHeader(
         sequence=seq,
         timestamp=ts,
@@ -91,7 +91,7 @@ def strip_encrypted_parts(header: RtpHeader, plaintext: bytes) -> bytes:
     if header.padding and plaintext:
         end -= plaintext[-1]
     if start > end:
-        raise PacketError("extension body longer than payload", code="RTP_TRUNCATED")
+        raise PacketError("extension body longer than payload", code=ErrorCode.RTP_TRUNCATED)
     return plaintext[start:end]
 
 

@@ -9,6 +9,7 @@ import collections
 from collections.abc import Callable
 
 from openab_voice.audio.frame import AudioFrame
+from openab_voice.lifecycle import Lifecycle
 
 __all__ = ["FrameSubscription"]
 
@@ -25,7 +26,7 @@ class FrameSubscription:
         self._frames: collections.deque[AudioFrame] = collections.deque(maxlen=max(1, maxsize))
         self._ready = asyncio.Event()
         self._on_close = on_close
-        self._closed = False
+        self._life = Lifecycle("frame subscription", started=True)
         self.dropped = 0
 
     def deliver(self, frames: list[AudioFrame]) -> None:
@@ -38,8 +39,7 @@ class FrameSubscription:
 
     def close(self) -> None:
         """Stop receiving frames (idempotent)."""
-        if not self._closed:
-            self._closed = True
+        if self._life.close_now():
             self._on_close(self)
             self._ready.set()
 
@@ -48,7 +48,7 @@ class FrameSubscription:
 
     async def __anext__(self) -> AudioFrame:
         while not self._frames:
-            if self._closed:
+            if self._life.closed:
                 raise StopAsyncIteration
             self._ready.clear()
             await self._ready.wait()

@@ -20,7 +20,7 @@ from nacl.bindings import (
 from nacl.exceptions import CryptoError
 
 from openab_voice.discord.wire.rtp import RtpHeader, parse_header, strip_encrypted_parts
-from openab_voice.errors import PacketError, VoiceError
+from openab_voice.errors import ErrorCode, PacketError, VoiceError
 
 XCHACHA: Final = "aead_xchacha20_poly1305_rtpsize"
 AES_GCM: Final = "aead_aes256_gcm_rtpsize"
@@ -59,7 +59,7 @@ class _XChaCha:
                 )
             )
         except CryptoError as exc:
-            raise PacketError("transport decryption failed", code="TRANSPORT_DECRYPT_FAILED") from exc
+            raise PacketError("transport decryption failed", code=ErrorCode.TRANSPORT_DECRYPT_FAILED) from exc
 
 
 class _AesGcm:
@@ -77,7 +77,7 @@ class _AesGcm:
         try:
             return self._aead.decrypt(nonce + bytes(8), packet[header_len:-NONCE_SUFFIX], packet[:header_len])
         except InvalidTag as exc:
-            raise PacketError("transport decryption failed", code="TRANSPORT_DECRYPT_FAILED") from exc
+            raise PacketError("transport decryption failed", code=ErrorCode.TRANSPORT_DECRYPT_FAILED) from exc
 
 
 def cipher_for(mode: str, key: bytes) -> TransportCipher:
@@ -88,12 +88,14 @@ def cipher_for(mode: str, key: bytes) -> TransportCipher:
             that is not 32 bytes.
     """
     if len(key) != 32:
-        raise VoiceError("transport key must be 32 bytes", code="TRANSPORT_BAD_KEY")
+        raise VoiceError("transport key must be 32 bytes", code=ErrorCode.TRANSPORT_BAD_KEY)
     if mode == XCHACHA:
         return _XChaCha(key)
     if mode == AES_GCM:
         return _AesGcm(key)
-    raise VoiceError(f"unsupported transport mode {mode!r}", code="TRANSPORT_UNSUPPORTED_MODE", mode=mode)
+    raise VoiceError(
+        f"unsupported transport mode {mode!r}", code=ErrorCode.TRANSPORT_UNSUPPORTED_MODE, mode=mode
+    )
 
 
 def seal_packet(
@@ -111,6 +113,6 @@ def open_packet(cipher: TransportCipher, packet: bytes) -> tuple[RtpHeader, byte
     """
     header = parse_header(packet)
     if len(packet) - header.header_len - NONCE_SUFFIX < 16:  # shorter than an AEAD tag
-        raise PacketError("ciphertext shorter than the AEAD tag", code="RTP_TRUNCATED")
+        raise PacketError("ciphertext shorter than the AEAD tag", code=ErrorCode.RTP_TRUNCATED)
     plaintext = cipher.open(packet, header.header_len)
     return header, strip_encrypted_parts(header, plaintext)

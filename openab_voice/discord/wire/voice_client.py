@@ -1,23 +1,13 @@
 """A ``discord.VoiceClient`` that also receives, without forking discord.py.
 
-Two documented extension points of discord.py 2.7 are used (see
-``shared/notes/discord-voice-protocol.md`` §4):
-
-* ``create_connection_state`` passes a websocket *hook*, awaited at the end of
-  ``DiscordVoiceWebSocket.received_message`` for every JSON voice op (gateway.py, ``await
-  self._hook(self, msg)``). Op 4 carries the transport key, op 5 maps an SSRC to a user, op 13
-  says a user left, op 22 executes a DAVE transition (the privacy code changes).
-* ``VoiceConnectionState.add_socket_listener`` registers a callback that discord.py's
-  ``SocketReader`` thread calls with every UDP datagram; it goes straight to
-  :meth:`VoiceReceiver.feed`, which only enqueues.
-
-From the first op 4 until the client is cleaned up, a :class:`~openab_voice.discord.wire.keepalive.UdpKeepAlive`
-sends a keep-alive on the voice socket every ``receiver.settings.udp_keepalive_s`` (discord.py sends
-nothing on UDP while it does not play); each later op 4 (a move or a re-identify) and op 9 (RESUMED)
-sends one at once.
-
-The connection state is :class:`~openab_voice.discord.wire.reconnect.SupervisedConnectionState`, whose
-poller resumes after 4015 and network drops and hands rejoins to the session.
+Two documented extension points of discord.py 2.7 (``shared/notes/discord-voice-protocol.md`` §4):
+``create_connection_state`` passes a websocket *hook* that sees every JSON voice op (4: transport key,
+5: SSRC → user, 13: a user left, 22: DAVE transition), and ``VoiceConnectionState.add_socket_listener``
+hands every UDP datagram from discord.py's reader thread to :meth:`VoiceReceiver.feed`, which only
+enqueues. From the first op 4 a :class:`~openab_voice.discord.wire.keepalive.UdpKeepAlive` keeps the
+UDP path open (``receiver.settings.udp_keepalive_s``; at once after op 4 and op 9). The connection
+state is :class:`~openab_voice.discord.wire.reconnect.SupervisedConnectionState`.
+In detail: docs/adr/0001-own-voice-receiver.md.
 """
 
 from __future__ import annotations

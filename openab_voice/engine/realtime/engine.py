@@ -1,30 +1,19 @@
 """The realtime engine: a speech-to-speech provider (OpenAI Realtime) behind
 :class:`~openab_voice.engine.duplex.DuplexVoiceEngine`, with our core owning the turns.
 
-One provider session per voice channel (:mod:`~openab_voice.engine.realtime.provider`). Its server
-turn detection is off (``turn_detection: null``): our VAD, echo gate and turn policy decide who spoke
-and when; the provider's speech events are advisory (logged, never acted on). Each accepted turn goes
-to the provider attributed, with only its speaker's audio (:mod:`~openab_voice.engine.realtime.turn`);
-the response's audio streams into playback resampled to 48 kHz stereo
-(:mod:`~openab_voice.engine.realtime.response`).
-
-Barge-in: the output stops first (within one frame), then the response is cancelled and truncated at
-what was played (:mod:`~openab_voice.engine.realtime.cuts`); our own context gets only the heard
-transcript. A status line never goes to the model: the exact voice
-(:mod:`~openab_voice.engine.realtime.exact`, our TTS) says it into the same playback. A sentence of
-the model's that claims a task status the store does not bear out is cut before it plays.
-
-Failures: a dropped websocket reports ``ProviderLost`` (``recovering``) and reconnects with bounded
-backoff to a *fresh* session seeded from our heard history; then ``Recovered`` (``listening``).
-Authentication failure or an unknown model is not retried: the engine stays down and the call stays
-up receive-only. Server ``error`` events and rate limits map to the error tree
-(:mod:`openab_voice.providers.realtime_openai`).
+One provider session per voice channel (:mod:`~openab_voice.engine.realtime.provider`), server turn
+detection off: our VAD, echo gate and turn policy decide; each accepted turn goes attributed
+(:mod:`~openab_voice.engine.realtime.turn`) and the answer streams into playback
+(:mod:`~openab_voice.engine.realtime.response`). Barge-in stops the output first, then cancels and
+truncates (:mod:`~openab_voice.engine.realtime.cuts`); status lines are said by our own voice
+(:mod:`~openab_voice.engine.realtime.exact`). A dropped session reconnects to a fresh one seeded from
+the heard history; auth or model errors leave the call receive-only. In detail:
+docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -55,7 +44,7 @@ from openab_voice.engine.realtime.session import (
     realtime_capabilities,
 )
 from openab_voice.engine.realtime.turn import send_turn
-from openab_voice.engine.response import ResponseError, ToolPath
+from openab_voice.engine.response import ToolPath
 from openab_voice.engine.state import (
     DiscardResponse,
     InterruptResponse,
@@ -64,14 +53,11 @@ from openab_voice.engine.state import (
     StartResponse,
 )
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.errors import OpenabError
-from openab_voice.providers.realtime_openai import (
-    PROVIDER_RATE,
-    RealtimeConnector,
-    RealtimeLink,
-    connection_error,
-)
-from openab_voice.providers.speech import TextToSpeech
+from openab_voice.errors import OpenabError, ResponseError
+from openab_voice.lifecycle import Lifecycle
+from openab_voice.providers.realtime import PROVIDER_RATE, RealtimeConnector, RealtimeLink
+from openab_voice.providers.realtime_openai import connection_error
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.tasks import TaskOwner
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
@@ -80,14 +66,6 @@ if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are on
 __all__ = ["RealtimeEngine", "realtime_engine"]
 
 log = logging.getLogger(__name__)
-
-
-class _Phase(enum.Enum):
-    """Where the engine is in its life (it only moves forward)."""
-
-    NEW = "new"  # built: nothing captured or connected yet
-    OPEN = "open"  # capturing; the provider session connected or reconnecting
-    CLOSED = "closed"  # every task ended, the provider session closed; open() does nothing
 
 
 @dataclass(slots=True)
@@ -136,7 +114,8 @@ class RealtimeEngine:
         self._audio = TurnAudio(window_s=self._settings.capture_window_s)
         self._active: _Active | None = None
         self._tasks = TaskOwner("realtime engine")
-        self._phase = _Phase.NEW
+        # running: capturing, the provider session connected or reconnecting; open() once only
+        self._life = Lifecycle("realtime engine")
         self._session = ProviderSession(
             binding=binding, connector=connector, tools=tools, settings=self._settings, route=self
         )
@@ -155,7 +134,7 @@ class RealtimeEngine:
 
     @property
     def ready(self) -> bool:
-        return self._session.link is not None and self._phase is _Phase.OPEN
+        return self._session.link is not None and self._life.running
 
     @property
     def failure(self) -> OpenabError | None:
@@ -169,9 +148,9 @@ class RealtimeEngine:
 
     async def open(self) -> None:
         """Start capturing and connect (in the background; a failure reports ``ProviderLost``)."""
-        if self._phase is not _Phase.NEW:
+        if not self._life.new:
             return
-        self._phase = _Phase.OPEN
+        self._life.start()
         if self._capture is not None:
             self._spawn(self._capture_loop(self._capture()), "realtime-capture")
         self._spawn(self._session.run(), "realtime-connection")
@@ -264,12 +243,12 @@ class RealtimeEngine:
         )
 
     async def aclose(self) -> None:
-        if self._phase is _Phase.CLOSED:
+        if not self._life.begin_close():
             return
-        self._phase = _Phase.CLOSED
         await self._tasks.aclose()
         await self._exact.aclose()
         await self._session.close()
+        self._life.finish_close()
 
     # --- one response --------------------------------------------------------------------------
 

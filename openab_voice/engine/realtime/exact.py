@@ -24,8 +24,8 @@ from openab_voice.engine.handle import SpeechHandle, SpeechOutput
 from openab_voice.engine.response import ResponseDeps, ToolPath
 from openab_voice.engine.state import DiscardResponse, InterruptResponse, ResponseFinished, StartResponse
 from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
-from openab_voice.providers.realtime_openai import RealtimeLink
-from openab_voice.providers.speech import TextToSpeech
+from openab_voice.providers.realtime import RealtimeLink
+from openab_voice.providers.tts import TextToSpeech
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra
     from openai.types.realtime import ConversationItemCreateEventParam

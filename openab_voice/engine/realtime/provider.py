@@ -26,14 +26,9 @@ from openab_voice.engine.realtime.response import REALTIME_TOOLS
 from openab_voice.engine.realtime.session import RealtimeSettings, response_id_of, session_config
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.state import ProviderLost, Recovered
-from openab_voice.errors import OpenabError
-from openab_voice.providers.realtime_openai import (
-    RealtimeConnector,
-    RealtimeLink,
-    connection_error,
-    greeted,
-    server_error,
-)
+from openab_voice.errors import ErrorCode, OpenabError
+from openab_voice.providers.realtime import RealtimeConnector, RealtimeLink
+from openab_voice.providers.realtime_openai import connection_error, greeted, server_error
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
     from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
@@ -269,7 +264,7 @@ class ProviderSession:
         if kind == "error":
             err = cast("RealtimeErrorEvent", event).error
             mapped = server_error(kind=err.type, code=err.code, message=err.message, model=self.model)
-            if mapped.code in ("REALTIME_AUTH_FAILED", "REALTIME_MODEL_UNKNOWN"):
+            if mapped.code in (ErrorCode.REALTIME_AUTH_FAILED, ErrorCode.REALTIME_MODEL_UNKNOWN):
                 return mapped  # the session cannot be used: down, not retried
             if not self._route.deliver(event, error=True):
                 self._publish(mapped, model=False)

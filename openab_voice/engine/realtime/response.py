@@ -1,23 +1,11 @@
 """One response of the realtime engine: from our ``response.create`` to its final ``response.done``.
 
-A :class:`RealtimeResponse` consumes the provider's events for its response (routed to it by the
-engine) and turns them into what the cascade's runner produces: audio in whole 48 kHz stereo frames
-written to the response's output utterance through its
-:class:`~openab_voice.engine.handle.SpeechHandle`, sentences of the provider's transcript with the
-frames they cover (so the handle knows which sentences were fully played: the only assistant text
-the conversation commits), tool rounds, and state-machine inputs for the manager.
-
-Transcript and audio: the provider sends each piece of transcript with (just before) the audio it
-describes, so the frames written before the next sentence's first words arrive belong to the
-sentence before. The captions are the provider's best effort, never exact speech output (the
-engine's capabilities say so).
-
-Tools: a ``function_call`` goes through the project's only tool path (the ToolRouter, with its
-budgets and audit; off, it runs nothing) exactly as the cascade's: a call outside
-:data:`REALTIME_TOOLS` is refused without running,
-the trusted context (session, turn, speaker) comes from our state, and what goes back as
-``function_call_output`` is the tool path's result (the broker's status: a proposal is never an
-approval). Then the next round is requested, up to ``max_tool_rounds``.
+A :class:`RealtimeResponse` consumes the provider's events for its response and turns them into what
+the cascade's runner produces: 48 kHz stereo frames written through its
+:class:`~openab_voice.engine.handle.SpeechHandle`, transcript sentences with the frames they cover
+(a piece of transcript belongs to the audio after it; captions are best effort), tool rounds through
+the ToolRouter (only :data:`REALTIME_TOOLS`, trusted context from our state, up to
+``max_tool_rounds``), and state-machine inputs. In detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
@@ -40,8 +28,10 @@ from openab_voice.engine.response import ToolPath
 from openab_voice.engine.segmenter import SentenceSegmenter
 from openab_voice.engine.state import AudioStarted, DialogueInput, ToolFinished, ToolStarted
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.providers.realtime_openai import PROVIDER_RATE, RealtimeLink, server_error
-from openab_voice.providers.speech import ToolCall
+from openab_voice.errors import ErrorCode
+from openab_voice.providers.chat import ToolCall
+from openab_voice.providers.realtime import PROVIDER_RATE, RealtimeLink
+from openab_voice.providers.realtime_openai import server_error
 from openab_voice.tools.registry import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -356,7 +346,7 @@ class RealtimeResponse:
                 call_id=call.id,
                 name=call.name,
                 ok=False,
-                error_code="TOOL_UNKNOWN",
+                error_code=ErrorCode.TOOL_UNKNOWN,
                 reason=f"{call.name} is not offered to the realtime engine",
             )
         summary: dict[str, Any] = (

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openab_voice.engine.duplex import DISCORD_PCM, AudioFormat, DialogueMode, EngineCapabilities
-from openab_voice.providers.realtime_openai import DEFAULT_VOICE, PROVIDER_RATE, connection_error
+from openab_voice.providers.realtime import DEFAULT_VOICE, PROVIDER_RATE
+from openab_voice.providers.realtime_openai import connection_error
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are only read here
     from openai.types.realtime import RealtimeServerEvent

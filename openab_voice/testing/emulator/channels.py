@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from openab_voice.errors import RestError
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.gateway import INTENT_GUILD_MESSAGES, GatewayHub
 from openab_voice.testing.emulator.models import GuildState
@@ -17,7 +18,6 @@ from openab_voice.testing.emulator.responses import (
     CODE_EMPTY_MESSAGE,
     CODE_INVALID_FORM_BODY,
     CODE_UNKNOWN_CHANNEL,
-    RestError,
     json_response,
     no_content,
     read_json,

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import discord
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.server import DiscordEmulator
 
 ClientT = TypeVar("ClientT", bound=discord.Client)
@@ -65,9 +65,11 @@ async def running_client(
             )
             if runner in done:
                 runner.result()  # re-raise why the client stopped
-                raise EmulatorError("the client stopped before it was ready", code="EMULATOR_CLIENT_STOPPED")
+                raise EmulatorError(
+                    "the client stopped before it was ready", code=ErrorCode.EMULATOR_CLIENT_STOPPED
+                )
             if ready not in done:
-                raise EmulatorError("the client did not become ready", code="EMULATOR_TIMEOUT")
+                raise EmulatorError("the client did not become ready", code=ErrorCode.EMULATOR_TIMEOUT)
             yield client
         finally:
             ready.cancel()

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.models import GuildState, Snowflakes
 from openab_voice.testing.emulator.wire import CommandBody, JsonObject
@@ -23,7 +23,7 @@ CHAT_INPUT = 1
 
 
 def _bad(message: str, **details: Any) -> EmulatorError:
-    return EmulatorError(message, code="EMULATOR_BAD_INVOCATION", **details)
+    return EmulatorError(message, code=ErrorCode.EMULATOR_BAD_INVOCATION, **details)
 
 
 class CommandRegistry:

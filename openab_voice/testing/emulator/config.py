@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openab_voice.discord.wire.transport import SUPPORTED_MODES
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.impairments import Impairments
 
 DEFAULT_MODES: tuple[str, ...] = ("aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize")
@@ -65,22 +65,28 @@ class EmulatorConfig:
 
     def __post_init__(self) -> None:
         if not self.modes:
-            raise EmulatorError("at least one transport mode must be offered", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError(
+                "at least one transport mode must be offered", code=ErrorCode.EMULATOR_BAD_CONFIG
+            )
         unknown = [m for m in self.modes if m not in SUPPORTED_MODES]
         if unknown:
             raise EmulatorError(
-                f"unsupported transport modes {unknown}", code="EMULATOR_BAD_CONFIG", modes=list(unknown)
+                f"unsupported transport modes {unknown}",
+                code=ErrorCode.EMULATOR_BAD_CONFIG,
+                modes=list(unknown),
             )
         if not self.token:
-            raise EmulatorError("token must not be empty", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("token must not be empty", code=ErrorCode.EMULATOR_BAD_CONFIG)
         if not 0.0 <= self.speaking_lead_ms <= 1000.0 or not 0.0 < self.commit_wait_s <= 60.0:
-            raise EmulatorError("speaking_lead_ms or commit_wait_s out of range", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError(
+                "speaking_lead_ms or commit_wait_s out of range", code=ErrorCode.EMULATOR_BAD_CONFIG
+            )
         if not 100 <= self.heartbeat_interval_ms <= 120_000 or not 0.0 <= self.gateway_rtt_ms <= 1000.0:
             raise EmulatorError(
-                "heartbeat_interval_ms or gateway_rtt_ms out of range", code="EMULATOR_BAD_CONFIG"
+                "heartbeat_interval_ms or gateway_rtt_ms out of range", code=ErrorCode.EMULATOR_BAD_CONFIG
             )
         if self.nat_timeout_s is not None and not 0.0 < self.nat_timeout_s <= 3600.0:
-            raise EmulatorError("nat_timeout_s must be in (0, 3600]", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("nat_timeout_s must be in (0, 3600]", code=ErrorCode.EMULATOR_BAD_CONFIG)
         self.impairments()  # validates the probabilities
 
     def impairments(self) -> Impairments:

@@ -1,21 +1,11 @@
 """The voice server's side of DAVE for one bot connection, built on :class:`mls.DaveGroup`.
 
-The bot joins an established E2EE call (notes §3, "DAVE-on flow"): on its key package (op 26)
-the group commits an external Add and the bot gets a Welcome (op 30) with a transition id, answers
-op 23, and the server executes with op 22. Fake users joining or leaving later go through op 27
-(the proposals, which the bot must store before the commit) and op 29 (the winning commit).
-
-The group always contains one extra member, the *recorder*: it is the committer, never leaves, and
-is how the emulator decrypts the bot's own frames (``decrypt(bot_id, audio, frame)`` needs a
-member's session). Like every MLS member on Discord it is a connected client: op 11 announces it
-(discord.js checks every proposed Add against the clients it was told about).
-
-Who commits: by default the recorder, at once. With ``client_commits`` the proposals go to the bot
-first and its op 28 commit wins when it arrives in time (the first commit to reach the server wins
-on Discord); the recorder commits only when the bot sends none.
-
-A second KeyPackage from the bot (after it reported an unprocessable commit or welcome with op 31,
-or on any re-initialisation) replaces its old leaf in the same commit that adds the new one.
+The bot joins an established E2EE call (notes §3, "DAVE-on flow": op 26 key package, external Add,
+Welcome op 30, op 23, execute op 22); fake users joining or leaving later go through op 27 and op 29.
+The group always holds a *recorder* member: the default committer, announced by op 11, through which
+the emulator decrypts the bot's own frames. With ``client_commits`` the bot's op 28 commit wins when
+it arrives in time. A second KeyPackage from the bot replaces its old leaf in the same commit.
+The flow in detail: docs/adr/0002-loopback-discord-emulator.md.
 """
 
 from __future__ import annotations
@@ -25,9 +15,9 @@ from dataclasses import dataclass
 
 import davey
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode, MlsWireError
 from openab_voice.testing.emulator.mls import DaveGroup, ExternalSender, Proposal
-from openab_voice.testing.emulator.mls_wire import MlsWireError, split_commit_welcome
+from openab_voice.testing.emulator.mls_wire import split_commit_welcome
 
 OPUS_SILENCE = b"\xf8\xff\xfe"
 
@@ -117,7 +107,7 @@ class DavePeer:
         try:
             _, welcome = self.group.admit(key_package)
         except Exception as exc:  # davey raises plain exceptions for malformed MLS input
-            raise EmulatorError(f"bad DAVE key package: {exc}", code="EMULATOR_DAVE_FAILED") from exc
+            raise EmulatorError(f"bad DAVE key package: {exc}", code=ErrorCode.EMULATOR_DAVE_FAILED) from exc
         transition = self._next_transition()
         self._pending.add(transition)
         self._welcome_transition = transition
@@ -155,10 +145,12 @@ class DavePeer:
             commit, welcome = split_commit_welcome(payload)
             self.group.accept_commit(commit, welcome)
         except (MlsWireError, ValueError) as exc:
-            raise EmulatorError(f"unusable commit from the bot: {exc}", code="EMULATOR_DAVE_FAILED") from exc
+            raise EmulatorError(
+                f"unusable commit from the bot: {exc}", code=ErrorCode.EMULATOR_DAVE_FAILED
+            ) from exc
         except Exception as exc:  # davey's own
             raise EmulatorError(
-                f"the bot's commit does not apply: {exc}", code="EMULATOR_DAVE_FAILED"
+                f"the bot's commit does not apply: {exc}", code=ErrorCode.EMULATOR_DAVE_FAILED
             ) from exc
         return self._transition(with_proposals=False)
 
@@ -194,7 +186,7 @@ class DavePeer:
     def _transition(self, *, with_proposals: bool = True) -> CommitTransition:
         proposals, commit = self.group.last_proposals, self.group.last_commit
         if proposals is None or commit is None:
-            raise EmulatorError("the DAVE group produced no commit", code="EMULATOR_DAVE_FAILED")
+            raise EmulatorError("the DAVE group produced no commit", code=ErrorCode.EMULATOR_DAVE_FAILED)
         transition = self._next_transition()
         self._pending.add(transition)
         return CommitTransition(
@@ -207,7 +199,9 @@ class DavePeer:
             return opus
         session = self.group.sessions.get(user_id)
         if session is None:
-            raise EmulatorError(f"user {user_id} is not in the DAVE group", code="EMULATOR_DAVE_FAILED")
+            raise EmulatorError(
+                f"user {user_id} is not in the DAVE group", code=ErrorCode.EMULATOR_DAVE_FAILED
+            )
         return bytes(session.encrypt_opus(opus))
 
     def decrypt_from_bot(self, frame: bytes) -> bytes:
@@ -223,4 +217,4 @@ class DavePeer:
                 self.group.sessions[self.recorder_id].decrypt(self.bot_id, davey.MediaType.audio, frame)
             )
         except Exception as exc:  # davey signals every decrypt failure with a plain exception
-            raise EmulatorError(f"DAVE decrypt failed: {exc}", code="EMULATOR_DAVE_FAILED") from exc
+            raise EmulatorError(f"DAVE decrypt failed: {exc}", code=ErrorCode.EMULATOR_DAVE_FAILED) from exc

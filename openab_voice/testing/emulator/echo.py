@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_FRAME_SAMPLES, DISCORD_RATE
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 
 _SPURT_GAP_S = 0.06  # a longer pause between bot frames starts a new spurt
 _HISTORY_S = 30.0
@@ -44,9 +44,9 @@ class EchoPath:
 
     def __post_init__(self) -> None:
         if not 20.0 <= self.delay_ms <= 1000.0:
-            raise EmulatorError("echo delay_ms must be within 20..1000", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("echo delay_ms must be within 20..1000", code=ErrorCode.EMULATOR_BAD_CONFIG)
         if not -60.0 <= self.gain_db <= 12.0 or not 0.0 <= self.reverb_ms <= 500.0:
-            raise EmulatorError("echo gain_db or reverb_ms out of range", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("echo gain_db or reverb_ms out of range", code=ErrorCode.EMULATOR_BAD_CONFIG)
 
     def impulse_response(self) -> npt.NDArray[np.float64]:
         n = int(self.reverb_ms * DISCORD_RATE / 1000)

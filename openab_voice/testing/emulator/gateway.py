@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from aiohttp import WSMsgType, web
 
 from openab_voice.clock import Clock
+from openab_voice.errors import WireError
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.wire import (
@@ -32,7 +33,6 @@ from openab_voice.testing.emulator.wire import (
     JsonObject,
     ResumeData,
     UpdateVoiceStateData,
-    WireError,
     parse,
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,9 +30,11 @@ class Impairments:
         for name in ("loss", "reorder"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise EmulatorError(f"{name} must be in [0, 1], got {value}", code="EMULATOR_BAD_CONFIG")
+                raise EmulatorError(
+                    f"{name} must be in [0, 1], got {value}", code=ErrorCode.EMULATOR_BAD_CONFIG
+                )
         if self.jitter_ms < 0.0:
-            raise EmulatorError("jitter_ms must not be negative", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("jitter_ms must not be negative", code=ErrorCode.EMULATOR_BAD_CONFIG)
 
     def override(
         self, *, loss: float | None = None, reorder: float | None = None, jitter_ms: float | None = None

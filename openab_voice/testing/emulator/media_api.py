@@ -8,7 +8,7 @@ import random
 
 from openab_voice.clock import Clock
 from openab_voice.discord.wire.rtp import parse_header
-from openab_voice.errors import EmulatorError, PacketError
+from openab_voice.errors import EmulatorError, ErrorCode, PacketError
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
 from openab_voice.testing.emulator.config import EmulatorConfig
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner
@@ -65,7 +65,7 @@ class MediaApi:
         """
         conn = self._voice.active
         if conn is None or conn.bot_addr is None:
-            raise EmulatorError("the bot has no voice session", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot has no voice session", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         self._udp.send(data, conn.bot_addr)
 
     async def send_unmapped_ssrc(
@@ -85,9 +85,9 @@ class MediaApi:
                 ``EMULATOR_NOT_CONNECTED`` when the bot is not in voice.
         """
         if ssrc in self._ssrcs or not 0 < ssrc <= 0xFFFFFFFF:
-            raise EmulatorError(f"SSRC {ssrc} is taken or invalid", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError(f"SSRC {ssrc} is taken or invalid", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         if len(pcm48k_stereo) % 4:
-            raise EmulatorError("PCM must be whole 16-bit stereo samples", code="EMULATOR_BAD_AUDIO")
+            raise EmulatorError("PCM must be whole 16-bit stereo samples", code=ErrorCode.EMULATOR_BAD_AUDIO)
         conn = await self._room.ready_connection()
         stream = self._unmapped.get(ssrc)
         if stream is None:

@@ -31,19 +31,13 @@ from __future__ import annotations
 
 import struct
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import MlsWireError
 
 _WIRE_PUBLIC_MESSAGE = 1
 _SENDER_MEMBER, _SENDER_EXTERNAL = 1, 2
 _CONTENT_APPLICATION, _CONTENT_PROPOSAL, _CONTENT_COMMIT = 1, 2, 3
 _CREDENTIAL_BASIC, _CREDENTIAL_X509 = 1, 2
 _SOURCE_KEY_PACKAGE, _SOURCE_UPDATE, _SOURCE_COMMIT = 1, 2, 3
-
-
-class MlsWireError(EmulatorError):
-    """An MLS structure was truncated or malformed."""
-
-    code = "EMULATOR_MLS_MALFORMED"
 
 
 class _Reader:

@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 from openab_voice.clock import Clock
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.wire import JsonObject
 
 # Ids are deterministic Discord-shaped snowflakes: (ms since the Discord epoch << 22) | counter.
@@ -98,15 +98,15 @@ class GuildState:
     def require_text_channel(self, channel_id: int) -> None:
         """Messages can only live in the text channel (and the voice channel's text chat)."""
         if channel_id not in self.channel_ids():
-            raise EmulatorError(f"unknown channel {channel_id}", code="EMULATOR_UNKNOWN_CHANNEL")
+            raise EmulatorError(f"unknown channel {channel_id}", code=ErrorCode.EMULATOR_UNKNOWN_CHANNEL)
 
     # --- users --------------------------------------------------------------------------------
 
     def add_user(self, user_id: int, name: str, *, bot: bool, in_voice: bool) -> UserRecord:
         if user_id in self.users or user_id in (self.ids.guild_id, self.ids.application_id):
-            raise EmulatorError(f"user id {user_id} is already taken", code="EMULATOR_DUPLICATE_USER")
+            raise EmulatorError(f"user id {user_id} is already taken", code=ErrorCode.EMULATOR_DUPLICATE_USER)
         if user_id <= 0:
-            raise EmulatorError("user ids must be positive", code="EMULATOR_BAD_USER")
+            raise EmulatorError("user ids must be positive", code=ErrorCode.EMULATOR_BAD_USER)
         record = UserRecord(id=user_id, name=name, bot=bot, in_voice=in_voice)
         self.users[user_id] = record
         return record
@@ -115,7 +115,7 @@ class GuildState:
         try:
             return self.users[user_id]
         except KeyError:
-            raise EmulatorError(f"unknown user {user_id}", code="EMULATOR_UNKNOWN_USER") from None
+            raise EmulatorError(f"unknown user {user_id}", code=ErrorCode.EMULATOR_UNKNOWN_USER) from None
 
     def set_voice(self, user_id: int, *, in_voice: bool, session_id: str | None) -> UserRecord:
         record = dataclasses.replace(self.user(user_id), in_voice=in_voice, voice_session_id=session_id)
@@ -134,7 +134,7 @@ class GuildState:
         """Grant or deny ``user_id`` the view of a channel (a member permission overwrite)."""
         self.user(user_id)
         if channel_id not in self.channel_ids():
-            raise EmulatorError(f"unknown channel {channel_id}", code="EMULATOR_UNKNOWN_CHANNEL")
+            raise EmulatorError(f"unknown channel {channel_id}", code=ErrorCode.EMULATOR_UNKNOWN_CHANNEL)
         hidden = self.hidden.setdefault(channel_id, set())
         if visible:
             hidden.discard(user_id)
@@ -155,13 +155,13 @@ class GuildState:
         """
         found = self._messages.get(message_id)
         if found is None or int(found["channel_id"]) != channel_id:
-            raise EmulatorError(f"unknown message {message_id}", code="EMULATOR_UNKNOWN_MESSAGE")
+            raise EmulatorError(f"unknown message {message_id}", code=ErrorCode.EMULATOR_UNKNOWN_MESSAGE)
         return found
 
     def find_message(self, message_id: int) -> JsonObject:
         found = self._messages.get(message_id)
         if found is None:
-            raise EmulatorError(f"unknown message {message_id}", code="EMULATOR_UNKNOWN_MESSAGE")
+            raise EmulatorError(f"unknown message {message_id}", code=ErrorCode.EMULATOR_UNKNOWN_MESSAGE)
         return found
 
     def delete_message(self, channel_id: int, message_id: int) -> None:

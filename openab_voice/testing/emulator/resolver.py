@@ -15,17 +15,7 @@ from collections.abc import Mapping
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from openab_voice.errors import EmulatorError
-
-
-class UnknownHostError(EmulatorError, OSError):
-    """A client tried to reach a host the emulator does not serve.
-
-    It is an ``OSError`` so aiohttp reports it like any failed DNS lookup
-    (``ClientConnectorDNSError``) instead of crashing the connector.
-    """
-
-    code = "EMULATOR_UNKNOWN_HOST"
+from openab_voice.errors import UnknownHostError
 
 
 class EmulatorResolver(AbstractResolver):

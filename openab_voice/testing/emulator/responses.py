@@ -15,8 +15,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from openab_voice.errors import EmulatorError
-from openab_voice.testing.emulator.wire import WireError
+from openab_voice.errors import EmulatorError, ErrorCode, RestError, WireError
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +35,10 @@ CODE_INVALID_FORM_BODY = 50035
 CODE_INVALID_JSON = 50109
 
 _BY_EMULATOR_CODE: dict[str, tuple[int, int]] = {
-    "EMULATOR_UNKNOWN_CHANNEL": (404, CODE_UNKNOWN_CHANNEL),
-    "EMULATOR_UNKNOWN_MESSAGE": (404, CODE_UNKNOWN_MESSAGE),
-    "EMULATOR_UNKNOWN_USER": (404, 10013),
+    ErrorCode.EMULATOR_UNKNOWN_CHANNEL: (404, CODE_UNKNOWN_CHANNEL),
+    ErrorCode.EMULATOR_UNKNOWN_MESSAGE: (404, CODE_UNKNOWN_MESSAGE),
+    ErrorCode.EMULATOR_UNKNOWN_USER: (404, 10013),
 }
-
-
-class RestError(EmulatorError):
-    """An error answered to the client as ``{"code": ..., "message": ...}`` with an HTTP status."""
-
-    code = "EMULATOR_REST_ERROR"
-
-    def __init__(self, status: int, discord_code: int, message: str) -> None:
-        super().__init__(message, status=status, discord_code=discord_code)
-        self.status = status
-        self.discord_code = discord_code
 
 
 def json_response(data: Any, *, status: int = 200) -> web.Response:

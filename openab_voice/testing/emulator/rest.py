@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from openab_voice.errors import RestError
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.commands import CommandRegistry
 from openab_voice.testing.emulator.gateway import GATEWAY_URL
@@ -17,7 +18,6 @@ from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.responses import (
     CODE_GENERAL,
     CODE_UNKNOWN_APPLICATION,
-    RestError,
     json_response,
     read_json,
     snowflake,

@@ -22,7 +22,7 @@ from openab_voice.audio.frame import DISCORD_FRAME_BYTES, DISCORD_FRAME_SAMPLES,
 from openab_voice.clock import Clock
 from openab_voice.discord.wire.rtp import OPUS_SILENCE, build_header
 from openab_voice.discord.wire.transport import cipher_for, seal_packet
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.echo import EchoRenderer, mix_frame
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner
 from openab_voice.testing.emulator.voice_connection import OP_SPEAKING, VoiceConnection
@@ -230,7 +230,7 @@ class RtpStream:
         self, conn: VoiceConnection, chunk: bytes | None, options: StreamOptions, opus: bytes | None = None
     ) -> bytes:
         if conn.cipher is None or conn.mode is None:
-            raise EmulatorError("voice session has no key yet", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("voice session has no key yet", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         if chunk is None:
             payload = OPUS_SILENCE
         else:

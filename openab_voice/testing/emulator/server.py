@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp import web
 
 from openab_voice.clock import Clock, SystemClock
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.emulator import certs, payloads
 from openab_voice.testing.emulator.bot_audio import BotAudioSink
@@ -102,7 +102,9 @@ class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
             application_id=snowflakes.next() if joined is None else joined.application_id,
         )
         if joined is not None and config.token != joined.token:
-            raise EmulatorError("a joined guild's bot must have the same token", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError(
+                "a joined guild's bot must have the same token", code=ErrorCode.EMULATOR_BAD_CONFIG
+            )
         self.recorder_user_id = snowflakes.next()
         self._state = GuildState(ids, bot_name=config.bot_name, clock=self._clock, snowflakes=snowflakes)
         self.token = config.token
@@ -171,11 +173,13 @@ class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
             EmulatorError: ``EMULATOR_STATE`` when started twice or after close.
         """
         if self._phase != "new":
-            raise EmulatorError(f"cannot start an emulator that is {self._phase}", code="EMULATOR_STATE")
+            raise EmulatorError(
+                f"cannot start an emulator that is {self._phase}", code=ErrorCode.EMULATOR_STATE
+            )
         self._phase = "running"
         try:
             if self._joined is not None and self._joined._material is None:
-                raise EmulatorError("start the joined emulator first", code="EMULATOR_STATE")
+                raise EmulatorError("start the joined emulator first", code=ErrorCode.EMULATOR_STATE)
             # A joined guild's voice servers present the same CA the bot's connector trusts.
             material = certs.generate_certificate() if self._joined is None else self._joined._material
             assert material is not None
@@ -246,7 +250,7 @@ class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
 
     def _require_running(self) -> None:
         if self._phase != "running":
-            raise EmulatorError(f"the emulator is {self._phase}", code="EMULATOR_STATE")
+            raise EmulatorError(f"the emulator is {self._phase}", code=ErrorCode.EMULATOR_STATE)
 
     # --- wiring a client ------------------------------------------------------------------------
 
@@ -308,7 +312,7 @@ class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
         (VOICE_STATE_UPDATE, op 11, and the DAVE commit); :meth:`FakeSpeaker.say` waits for that.
         """
         if self._phase == "closed":
-            raise EmulatorError("the emulator is closed", code="EMULATOR_STATE")
+            raise EmulatorError("the emulator is closed", code=ErrorCode.EMULATOR_STATE)
         user = self._state.add_user(user_id, name, bot=bot, in_voice=False)
         speaker = FakeSpeaker(
             host=self._room,
@@ -346,7 +350,7 @@ class DiscordEmulator(VoiceLifeApi, MediaApi, TextApi):
         try:
             return self._speakers[user_id]
         except KeyError:
-            raise EmulatorError(f"no fake user {user_id}", code="EMULATOR_UNKNOWN_USER") from None
+            raise EmulatorError(f"no fake user {user_id}", code=ErrorCode.EMULATOR_UNKNOWN_USER) from None
 
     @property
     def speakers(self) -> list[FakeSpeaker]:

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.clock import Clock
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.echo import EchoPath, EchoRenderer, RoomAudio
 from openab_voice.testing.emulator.impairments import ImpairmentPlanner, Impairments
 from openab_voice.testing.emulator.rtp_stream import RtpStream, SendReport, StreamOptions
@@ -169,9 +169,9 @@ class FakeSpeaker:
         echo: EchoPath | None = None,
     ) -> SendReport:
         if len(pcm) % 4:
-            raise EmulatorError("PCM must be whole 16-bit stereo samples", code="EMULATOR_BAD_AUDIO")
+            raise EmulatorError("PCM must be whole 16-bit stereo samples", code=ErrorCode.EMULATOR_BAD_AUDIO)
         if options.send_before_speaking < 0:
-            raise EmulatorError("send_before_speaking must be >= 0", code="EMULATOR_BAD_CONFIG")
+            raise EmulatorError("send_before_speaking must be >= 0", code=ErrorCode.EMULATOR_BAD_CONFIG)
         impairments = self._impairments.override(loss=loss, reorder=reorder, jitter_ms=jitter_ms)
         async with self._lock:
             conn = await self._host.connection_for(self.user_id)

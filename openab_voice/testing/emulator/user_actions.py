@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Literal
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.commands import CommandRegistry
 from openab_voice.testing.emulator.gateway import GatewayHub
@@ -37,7 +37,7 @@ class UserActions:
         self, *, kind: Literal["command", "component"], user_id: int, channel_id: int, **details: Any
     ) -> Interaction:
         if not self._hub.connected:
-            raise EmulatorError("no bot is connected to the gateway", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("no bot is connected to the gateway", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         interaction_id = self._state.snowflakes.next()
         # Not from the seeded generator: tokens must not shift the seeded SSRC / RTP streams.
         token = f"itoken-{interaction_id}-{secrets.token_hex(8)}"
@@ -84,10 +84,10 @@ class UserActions:
         button = find_component(message.get("components") or [], custom_id)
         if button is None or button.get("type") != BUTTON:
             raise EmulatorError(
-                f"message {message_id} has no button {custom_id!r}", code="EMULATOR_BAD_INVOCATION"
+                f"message {message_id} has no button {custom_id!r}", code=ErrorCode.EMULATOR_BAD_INVOCATION
             )
         if button.get("disabled"):
-            raise EmulatorError(f"button {custom_id!r} is disabled", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError(f"button {custom_id!r} is disabled", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         interaction = self._new_interaction(
             kind="component",
             user_id=user_id,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from openab_voice.discord.wire.transport import TransportCipher
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.dave_peer import CommitTransition, DavePeer
 from openab_voice.testing.emulator.voice_udp import Address
 from openab_voice.testing.emulator.waiting import wait_any
@@ -186,7 +186,7 @@ class VoiceConnection:
 
     def info(self) -> VoiceSessionInfo:
         if self.mode is None or self.secret_key is None or self.credentials is None:
-            raise EmulatorError("voice session not negotiated yet", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("voice session not negotiated yet", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         return VoiceSessionInfo(
             dave_enabled=self.dave is not None and self.dave_version > 0,
             privacy_code=None if self.dave is None or self.dave_version == 0 else self.dave.privacy_code,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from aiohttp import WSMsgType, web
 
 from openab_voice.discord.wire.transport import cipher_for
+from openab_voice.errors import WireError
 from openab_voice.testing.emulator import voice_dave_ops
 from openab_voice.testing.emulator.config import EmulatorConfig
 from openab_voice.testing.emulator.dave_peer import DavePeer
@@ -61,7 +62,6 @@ from openab_voice.testing.emulator.wire import (
     VoiceHeartbeatData,
     VoiceIdentifyData,
     VoiceResumeData,
-    WireError,
     parse,
 )
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, assert_never
 
 from openab_voice.clock import Clock
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.gateway import GatewayHub
 from openab_voice.testing.emulator.voice_connection import OP_MLS_ANNOUNCE_COMMIT, VoiceSessionInfo
 from openab_voice.testing.emulator.voice_events import VoiceEvent
@@ -43,7 +43,7 @@ class VoiceLifeApi:
         """
         self._require_running()
         if not 4000 <= code <= 4999:
-            raise EmulatorError(f"not a Discord close code: {code}", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError(f"not a Discord close code: {code}", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         await self._voice.force_close(code, reason)
 
     def drop_voice_socket(self) -> None:
@@ -88,7 +88,7 @@ class VoiceLifeApi:
         """Drop every voice datagram, both ways, for ``seconds`` on the emulator's clock; returns
         when the outage ends. ``voice_stats()['udp_blackout_dropped']`` counts what was lost."""
         if seconds < 0:
-            raise EmulatorError("seconds must not be negative", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError("seconds must not be negative", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         async with self.udp_outage():
             await self._clock.sleep(seconds)
 
@@ -114,7 +114,7 @@ class VoiceLifeApi:
         """
         conn = await self._room.ready_connection()
         if conn.dave is None:
-            raise EmulatorError("DAVE is off for this call", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError("DAVE is off for this call", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         transition = conn.dave.invalid_commit()
         conn.dave_synced.clear()
         await conn.send_binary(
@@ -158,7 +158,7 @@ class VoiceLifeApi:
         """
         conn = await self._room.ready_connection()
         if conn.dave is None or conn.dave_version == 0:
-            raise EmulatorError("DAVE is not in force on this call", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError("DAVE is not in force on this call", code=ErrorCode.EMULATOR_BAD_INVOCATION)
         transition = await self._voice.downgrade(conn)
         async with HangGuard(timeout, "the bot did not confirm the DAVE downgrade"):
             await conn.wait_executed(transition)
@@ -173,7 +173,9 @@ class VoiceLifeApi:
         """
         conn = await self._room.ready_connection()
         if conn.dave is None or conn.dave_version != 0:
-            raise EmulatorError("only a downgraded DAVE call can be upgraded", code="EMULATOR_BAD_INVOCATION")
+            raise EmulatorError(
+                "only a downgraded DAVE call can be upgraded", code=ErrorCode.EMULATOR_BAD_INVOCATION
+            )
         await self._voice.upgrade(conn)
         return await self.wait_dave_synced(timeout)
 

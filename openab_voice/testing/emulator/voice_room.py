@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.dave_peer import CommitTransition
 from openab_voice.testing.emulator.gateway import INTENT_GUILD_VOICE_STATES, GatewayHub
@@ -136,7 +136,7 @@ class VoiceRoom:
         """
         expected = self._voice.expected
         if expected is None:
-            raise EmulatorError("the bot is not in the voice channel", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot is not in the voice channel", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         current = self.endpoint_port or self.voice_port
         others = [p for p in self.voice_ports if p != current] or [current]
         self.endpoint_port = others[0]
@@ -166,17 +166,19 @@ class VoiceRoom:
         if conn is None:
             raise EmulatorError(
                 "the bot is not in the voice channel (await wait_voice_ready() first)",
-                code="EMULATOR_NOT_CONNECTED",
+                code=ErrorCode.EMULATOR_NOT_CONNECTED,
             )
         async with HangGuard(self._timeout, "the bot's voice handshake did not finish"):
             await wait_any(conn.ready, conn.closed)
         if not conn.media_ready:
-            raise EmulatorError("the bot left the voice channel", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot left the voice channel", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         return conn
 
     async def connection_for(self, user_id: int) -> VoiceConnection:
         if not self.in_voice(user_id):
-            raise EmulatorError(f"user {user_id} is not in the voice channel", code="EMULATOR_NOT_IN_VOICE")
+            raise EmulatorError(
+                f"user {user_id} is not in the voice channel", code=ErrorCode.EMULATOR_NOT_IN_VOICE
+            )
         conn = await self.ready_connection()
         if conn.dave is not None:
             async with HangGuard(self._timeout, f"user {user_id} never joined the DAVE group"):
@@ -184,7 +186,7 @@ class VoiceRoom:
             async with HangGuard(self._timeout, "the bot never caught up with the DAVE group"):
                 await wait_any(conn.dave_synced, conn.closed)
         if not conn.media_ready:
-            raise EmulatorError("the bot left the voice channel", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot left the voice channel", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         return conn
 
     async def join_voice(self, user_id: int) -> None:

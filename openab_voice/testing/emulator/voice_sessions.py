@@ -12,7 +12,7 @@ import asyncio
 
 from aiohttp import web
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.voice_connection import (
     RESUMABLE_SERVER_CLOSES,
     VoiceConnection,
@@ -87,7 +87,7 @@ class VoiceSessions:
         """
         conn = self.active
         if conn is None or conn.ws is None or conn.ws.closed:
-            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot has no open voice websocket", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         ws = conn.ws
         self._forced[ws] = code
         if code not in RESUMABLE_SERVER_CLOSES:
@@ -105,7 +105,7 @@ class VoiceSessions:
         conn = self.active
         transport = None if conn is None or conn.ws is None else self._transports.get(conn.ws)
         if conn is None or transport is None or conn.ws is None or conn.ws.closed:
-            raise EmulatorError("the bot has no open voice websocket", code="EMULATOR_NOT_CONNECTED")
+            raise EmulatorError("the bot has no open voice websocket", code=ErrorCode.EMULATOR_NOT_CONNECTED)
         transport.abort()
         return conn
 

@@ -14,12 +14,12 @@ from typing import TypedDict
 from aiohttp import web
 
 from openab_voice.clock import Clock
+from openab_voice.errors import RestError
 from openab_voice.testing.emulator.gateway import GatewayHub
 from openab_voice.testing.emulator.models import GuildState
 from openab_voice.testing.emulator.responses import (
     CODE_INVALID_FORM_BODY,
     CODE_UNKNOWN_CHANNEL,
-    RestError,
     no_content,
     read_json,
     snowflake,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 
 
 class HangGuard:
@@ -29,7 +29,7 @@ class HangGuard:
         try:
             await self._timeout.__aexit__(exc_type, exc, tb)
         except TimeoutError:
-            raise EmulatorError(self._message, code="EMULATOR_TIMEOUT") from None
+            raise EmulatorError(self._message, code=ErrorCode.EMULATOR_TIMEOUT) from None
 
 
 async def wait_any(*events: asyncio.Event) -> None:

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import soxr
 
 from openab_voice.audio.frame import DISCORD_CHANNELS, DISCORD_RATE
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, ErrorCode
 
 _FORMAT_PCM = 0x0001
 _FORMAT_FLOAT = 0x0003
@@ -31,7 +31,7 @@ class _WavFormat:
 
 
 def _bad(path: str | Path, why: str) -> EmulatorError:
-    return EmulatorError(f"cannot read WAV {path}: {why}", code="EMULATOR_BAD_AUDIO")
+    return EmulatorError(f"cannot read WAV {path}: {why}", code=ErrorCode.EMULATOR_BAD_AUDIO)
 
 
 def _parse(path: str | Path, blob: bytes) -> tuple[_WavFormat, bytes]:

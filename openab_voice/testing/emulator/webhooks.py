@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import EmulatorError, RestError
 from openab_voice.testing.emulator import payloads
 from openab_voice.testing.emulator.channels import check_message_body
 from openab_voice.testing.emulator.gateway import INTENT_GUILD_MESSAGES, GatewayHub
@@ -31,7 +31,6 @@ from openab_voice.testing.emulator.responses import (
     CODE_UNKNOWN_INTERACTION,
     CODE_UNKNOWN_MESSAGE,
     CODE_UNKNOWN_WEBHOOK,
-    RestError,
     json_response,
     no_content,
     read_json,

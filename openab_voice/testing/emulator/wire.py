@@ -13,16 +13,10 @@ from typing import Any, NotRequired, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from openab_voice.errors import EmulatorError
+from openab_voice.errors import WireError
 
 JsonObject = dict[str, Any]
 _T = TypeVar("_T")
-
-
-class WireError(EmulatorError):
-    """A client message did not have the expected shape."""
-
-    code = "EMULATOR_BAD_REQUEST"
 
 
 # --- main gateway ---------------------------------------------------------------------------

@@ -26,9 +26,10 @@ from openai.types.realtime.conversation_item_input_audio_transcription_completed
 )
 from websockets.exceptions import ConnectionClosed
 
+from openab_voice.errors import ConnectionDropped
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.realtime.conversation import HeldItem, audio_ms
-from openab_voice.testing.realtime.response_objects import ConnectionDropped, SendEvent
+from openab_voice.testing.realtime.response_objects import SendEvent
 from openab_voice.testing.realtime.speech import Listener
 from openab_voice.testing.realtime.vad import EnergyVad, SpeechStarted
 from openab_voice.testing.realtime.wire import new_id

@@ -7,7 +7,7 @@ streams) or :class:`CallFunction` (a ``function_call`` output item; the conversa
 client sends the ``function_call_output`` and asks for another response).
 
 Two are shipped: :class:`ScriptedResponder` (exact replies for tests and benches) and
-:class:`ChatModelResponder` (any project :class:`~openab_voice.providers.speech.ChatModel`, e.g.
+:class:`ChatModelResponder` (any project :class:`~openab_voice.providers.chat.ChatModel`, e.g.
 the offline llama model).
 """
 
@@ -20,7 +20,7 @@ from typing import Literal, Protocol
 from openai.types.realtime import RealtimeFunctionTool
 from openai.types.realtime.conversation_item import ConversationItem
 
-from openab_voice.providers.speech import (
+from openab_voice.providers.chat import (
     ChatMessage,
     ChatModel,
     TextDelta,

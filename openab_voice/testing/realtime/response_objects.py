@@ -17,13 +17,9 @@ from openai.types.realtime.realtime_response import Audio, AudioOutput
 from openab_voice.testing.realtime.session_config import PCM_RATE, output_is_audio
 from openab_voice.testing.realtime.wire import ServerEvent
 
-__all__ = ["CallIds", "ConnectionDropped", "ItemIds", "SendEvent", "Status", "response_object"]
+__all__ = ["CallIds", "ItemIds", "SendEvent", "Status", "response_object"]
 
 Status = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
-
-
-class ConnectionDropped(Exception):
-    """The connection was dropped (by a fault or ``LoopbackSession.drop``); nothing more is sent."""
 
 
 class SendEvent(Protocol):

@@ -7,12 +7,11 @@ Point an unmodified ``openai`` client at it::
         async with client.realtime.connect(model="gpt-realtime-2.1") as connection:
             ...
 
-The SDK connects to ``ws://<base_url host>/v1/realtime?model=<model>`` with ``Authorization: Bearer
-<key>``; this server checks both at the handshake, as the real one does: a wrong or missing key is
-HTTP 401 with the API's JSON error body (the SDK raises ``websockets.exceptions.InvalidStatus``,
-``exc.response.status_code == 401``); an unknown model is accepted at the handshake and then gets an
-``error`` event (``model_not_found``) and a 1008 close, so a client reports it at start-up. Each
-accepted connection is a :class:`~.session.LoopbackSession`, kept in :attr:`sessions`.
+The handshake at ``ws://<base_url host>/v1/realtime?model=<model>`` checks ``Authorization: Bearer
+<key>`` as the real one does: a wrong or missing key is HTTP 401 with the API's JSON error body (the
+SDK raises ``websockets.exceptions.InvalidStatus``, status 401); an unknown model is accepted, then
+gets an ``error`` event (``model_not_found``) and a 1008 close. Each accepted connection is a
+:class:`~.session.LoopbackSession`, kept in :attr:`sessions`.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from openab_voice.clock import Clock
+from openab_voice.errors import ConnectionDropped
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.realtime.conversation import Conversation
 from openab_voice.testing.realtime.faults import Faults
@@ -55,7 +56,6 @@ from openab_voice.testing.realtime.listening import ServerListening
 from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.responder import Responder
 from openab_voice.testing.realtime.response import ResponseRecord, ResponseRun
-from openab_voice.testing.realtime.response_objects import ConnectionDropped
 from openab_voice.testing.realtime.session_config import (
     ConfigRefusal,
     apply_update,
@@ -73,7 +73,7 @@ from openab_voice.testing.realtime.wire import (
     parse_client_event,
 )
 
-__all__ = ["DEFAULT_RATE_LIMITS", "ConnectionDropped", "LoopbackSession", "SessionServices"]
+__all__ = ["DEFAULT_RATE_LIMITS", "LoopbackSession", "SessionServices"]
 
 DEFAULT_RATE_LIMITS = (
     RateLimit(name="requests", limit=5000, remaining=4999, reset_seconds=0.012),

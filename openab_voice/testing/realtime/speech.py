@@ -18,8 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import soxr
 
-from openab_voice.providers.speech import TextToSpeech
-from openab_voice.providers.speech_registry import TtsConfig, tts_registry
+from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.testing.realtime.session_config import PCM_RATE
 

@@ -1,4 +1,10 @@
-"""A conversation manager on the dialogue fakes, in virtual time, with helpers to script a call.
+"""The conversation rig: a conversation manager on the dialogue fakes, in virtual time, scripted.
+
+Used by the tests and by ``openab-voice self-test agent``. Time is a
+:class:`~openab_voice.testing.virtual_time.VirtualClock` (``await rig.run(s)``, ``await rig.until(p)``)
+and every bus event lands in ``rig.events``, an :class:`~openab_voice.testing.events.EventLog`. This
+rig runs the cascade engine (chat model, TTS); :class:`openab_voice.testing.realtime.rig.RealtimeRig`
+is the same rig on the realtime engine and the loopback realtime server.
 
 What the rig says reaches the manager the way a session delivers it: a transcript is published on
 the bus (for observers) and routed by a :class:`~openab_voice.engine.desk.TranscriptDesk` (a
@@ -8,18 +14,18 @@ manager's ``hear``, as the front end's speech sink calls it, and is published on
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bus import EventBus
-from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
 from openab_voice.engine.context import MemoryRecall
 from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import TranscriptDesk
-from openab_voice.engine.events import BotUtteranceFinished, DialogueStateChanged
+from openab_voice.engine.events import BotUtteranceFinished
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueSettings
 from openab_voice.engine.state import DialogueState
@@ -37,13 +43,18 @@ from openab_voice.testing.dialogue_fakes import (
     FakeSpeechOutput,
     FakeTextToSpeech,
     ReplySource,
-    drive,
-    run_until,
 )
+from openab_voice.testing.events import EventLog
+from openab_voice.testing.virtual_time import VirtualClock
 from openab_voice.tools import default_tools
 
-E = TypeVar("E", bound=Event)
 SESSION = "s1"
+
+
+def bare_tools(clock: FakeClock) -> ToolPath:
+    """The built-in tools without a router: called as the router would be, but with no budget, audit or
+    refusal in the way, so a test sees the engine's own handling of a tool round."""
+    return cast(ToolPath, default_tools(clock))  # a registry has the router's specs() and call()
 
 
 class PhraseIntake:
@@ -64,7 +75,12 @@ class PhraseIntake:
 
 
 class Rig:
-    """``async with Rig(replies=[...]) as rig:`` starts the manager; leaving closes everything."""
+    """``async with Rig(replies=[...]) as rig:`` starts the manager; leaving closes everything.
+
+    ``threads``: while the rig runs, the loop's ``to_thread`` work goes to threads its clock waits for
+    (:meth:`~openab_voice.testing.virtual_time.VirtualClock.threads`), for code under test that hands
+    work to threads.
+    """
 
     def __init__(
         self,
@@ -74,15 +90,19 @@ class Rig:
         names: dict[str, str] | None = None,
         bots: Iterable[str] = ("bot",),
         tts: dict[str, Any] | None = None,
-        tools: Callable[[FakeClock], ToolPath] = default_tools,
+        tools: Callable[[FakeClock], ToolPath] = bare_tools,
         output: Callable[[FakeClock], FakeSpeechOutput] = FakeSpeechOutput,
         claimed: Callable[[str], bool] | None = None,
         memory: MemoryRecall | None = None,
+        session_id: str = SESSION,
+        threads: bool = False,
     ) -> None:
-        self.clock = FakeClock()
+        self.clock = VirtualClock()
+        self._threads = threads
+        self._stack = contextlib.ExitStack()
+        self.session_id = session_id
         self.bus = EventBus()
-        self.events: list[Event] = []
-        self.bus.subscribe(Event, self.events.append)
+        self.events = EventLog(self.bus)
         self.chat = FakeChatModel(self.clock, replies)
         self.tts = FakeTextToSpeech(self.clock, **(tts or {}))
         self.output = output(self.clock)
@@ -97,7 +117,7 @@ class Rig:
             tools=self.tools,
             roster=self.roster,
             settings=settings or DialogueSettings(bot_user_id="bot"),
-            session_id=SESSION,
+            session_id=session_id,
             memory=memory,
         )
         self.intake = PhraseIntake(claimed) if claimed is not None else None
@@ -105,6 +125,8 @@ class Rig:
         self._utterances = 0
 
     async def __aenter__(self) -> Rig:
+        if self._threads:
+            self._stack.enter_context(self.clock.threads())
         await self.output.__aenter__()
         await self.manager.start()
         return self
@@ -112,8 +134,11 @@ class Rig:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.manager.aclose()
-        await self.output.aclose()
+        try:
+            await self.manager.aclose()
+            await self.output.aclose()
+        finally:
+            self._stack.close()
 
     # --- scripting ------------------------------------------------------------------------------
 
@@ -142,7 +167,7 @@ class Rig:
         self.hear(
             TranscriptFinal(
                 at=self.now(),
-                session_id=SESSION,
+                session_id=self.session_id,
                 speaker_id=speaker,
                 utterance_id=utterance_id or f"u{self._utterances}",
                 text=text,
@@ -157,7 +182,7 @@ class Rig:
         self.hear(
             TranscriptSpeculative(
                 at=self.now(),
-                session_id=SESSION,
+                session_id=self.session_id,
                 speaker_id=speaker,
                 utterance_id=utterance_id,
                 text=text,
@@ -169,7 +194,7 @@ class Rig:
     def withdraw(self, *, utterance_id: str, speaker: str = "alice") -> None:
         self.hear(
             SpeculationWithdrawn(
-                at=self.now(), session_id=SESSION, speaker_id=speaker, utterance_id=utterance_id
+                at=self.now(), session_id=self.session_id, speaker_id=speaker, utterance_id=utterance_id
             )
         )
 
@@ -179,7 +204,7 @@ class Rig:
         self.hear(
             TranscriptPartial(
                 at=self.now(),
-                session_id=SESSION,
+                session_id=self.session_id,
                 speaker_id=speaker,
                 utterance_id=utterance_id,
                 text=text,
@@ -192,7 +217,11 @@ class Rig:
     def discard(self, *, speaker: str = "alice") -> None:
         self.hear(
             TranscriptDiscarded(
-                at=self.now(), session_id=SESSION, speaker_id=speaker, utterance_id="x", reason="empty"
+                at=self.now(),
+                session_id=self.session_id,
+                speaker_id=speaker,
+                utterance_id="x",
+                reason="empty",
             )
         )
 
@@ -201,7 +230,7 @@ class Rig:
         self.sense(
             SpeechStarted(
                 at=at,
-                session_id=SESSION,
+                session_id=self.session_id,
                 speaker_id=speaker,
                 audio_time=at,
                 probability=0.9,
@@ -217,7 +246,7 @@ class Rig:
         self.sense(
             SpeechEnded(
                 at=at,
-                session_id=SESSION,
+                session_id=self.session_id,
                 speaker_id=speaker,
                 audio_time=at,
                 started_audio_time=begun,
@@ -226,17 +255,16 @@ class Rig:
         )
 
     async def run(self, seconds: float) -> None:
-        await drive(self.clock, seconds)
+        """Let ``seconds`` of virtual time pass."""
+        await self.clock.run_for(seconds)
 
     async def until(self, predicate: Callable[[], bool], *, limit_s: float = 30.0) -> None:
-        assert await run_until(self.clock, predicate, limit_s=limit_s), (
-            "condition not reached in virtual time"
-        )
+        """Run virtual time until ``predicate()`` holds; fail, listing the events, past ``limit_s``."""
+        if not await self.clock.run_until(predicate, limit_s=limit_s):
+            raise AssertionError(f"condition not reached in {limit_s:g} virtual s; {self.events.describe()}")
 
     async def until_finished(self, turn_id: str) -> BotUtteranceFinished:
-        await self.until(
-            lambda: self.utterance(turn_id) is not None and self.manager.state is DialogueState.LISTENING
-        )
+        await self.until(self.finished(turn_id))
         utt = self.utterance(turn_id)
         assert utt is not None
         return utt
@@ -246,21 +274,22 @@ class Rig:
 
     # --- observations ---------------------------------------------------------------------------
 
-    def of(self, kind: type[E]) -> list[E]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def states(self) -> list[str]:
-        return [f"{e.previous}->{e.state}" for e in self.of(DialogueStateChanged)]
+    def states(self, *, since: int = 0) -> list[str]:
+        return self.events.transitions(since=since)
 
     def utterance(self, turn_id: str) -> BotUtteranceFinished | None:
-        found = [e for e in self.of(BotUtteranceFinished) if e.turn_id == turn_id]
-        return found[-1] if found else None
+        return self.events.last(BotUtteranceFinished, turn_id=turn_id)
 
-    def played_sentences(self) -> list[str]:
+    def finished(self, turn_id: str) -> Callable[[], bool]:
+        """A predicate: ``turn_id``'s utterance finished and the manager listens again."""
+        return lambda: self.utterance(turn_id) is not None and self.manager.state is DialogueState.LISTENING
+
+    def played_sentences(self, since_time: float = 0.0) -> list[str]:
+        """Sentences in the order their frames were played (consecutive frames collapsed)."""
         out: list[str] = []
         last = 0
-        for _, tag, _ in self.output.played:
-            if tag != last:
+        for _, tag, at in self.output.played:
+            if at >= since_time and tag != last:
                 out.append(self.tts.sentence_for(tag))
             last = tag
         return out

@@ -1,6 +1,7 @@
-"""The dialogue rig with the realtime engine on the loopback realtime server.
+"""The conversation rig with the realtime engine on the loopback realtime server.
 
-The conversation runs in virtual time (FakeClock, FakeSpeechOutput) exactly as in the cascade's rig;
+The conversation runs in virtual time (VirtualClock, FakeSpeechOutput) exactly as in the cascade's
+:class:`~openab_voice.testing.rig.Rig`;
 the provider is the loopback server on 127.0.0.1 reached through the real ``openai`` client, with a
 scripted responder, a scripted listener and a tone voice, sending audio as fast as it can (its own
 clock is the system's: its pacing is not what these tests measure). The engine's exact voice (status
@@ -20,7 +21,8 @@ from openab_voice.engine.desk import TranscriptDesk
 from openab_voice.engine.realtime import RealtimeEngine, RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.settings import DialogueSettings
-from openab_voice.providers.realtime_openai import OpenAIRealtime, RealtimeConfig
+from openab_voice.providers.realtime import RealtimeConfig
+from openab_voice.providers.realtime_openai import OpenAIRealtime
 from openab_voice.testing.realtime import (
     Faults,
     LoopbackRealtimeServer,
@@ -31,7 +33,7 @@ from openab_voice.testing.realtime import (
     ToneVoice,
 )
 from openab_voice.testing.realtime.responder import ScriptedReply
-from tests.fakes.dialogue_rig import SESSION, Rig
+from openab_voice.testing.rig import Rig
 
 KEY = "sk-rig"
 
@@ -92,7 +94,7 @@ class RealtimeRig(Rig):
             clock=self.clock,
             roster=self.roster,
             settings=self._settings,
-            session_id=SESSION,
+            session_id=self.session_id,
             engine=realtime_engine(
                 connector=connector,
                 output=self.output,

@@ -1,20 +1,18 @@
-"""Provider seams for the audio front end: the audio processor (APM) and the voice activity detector.
+"""The audio processor seam (echo cancellation, noise suppression, gain control): its config, its
+capabilities, the Protocol and the registry of the processors shipped with openab_voice.
 
-Each seam is a :class:`typing.Protocol` plus a frozen capabilities dataclass. Implementations live one
-per module (``apm_livekit``, ``apm_disabled``, ``vad_silero`` ...) and are created through the
-lazy registries in :mod:`openab_voice.providers.registry`, so an optional dependency is only
-imported when its provider is selected.
-
-Both seams work on mono signed 16-bit PCM at one sample rate, the front end's internal format.
+It works on mono signed 16-bit PCM at one sample rate, the front end's internal format. Implementations
+live one per module (``apm_livekit``, ``apm_webrtc_audio_processing``, ``apm_disabled``), imported only
+when selected (:mod:`openab_voice.providers.registry`).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+from openab_voice.providers.registry import Importer, ProviderRegistry, ProviderSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,53 +92,32 @@ class AudioProcessor(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VadConfig:
-    """What the front end asks of a voice activity detector.
+_PKG = "openab_voice.providers"
 
-    Attributes:
-        sample_rate: Hz of the processed capture.
-        webrtcvad_mode: aggressiveness 0-3 (only the ``webrtcvad`` provider reads it).
-    """
-
-    sample_rate: int
-    webrtcvad_mode: int = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VadCapabilities:
-    """What a VAD instance does.
-
-    Attributes:
-        name: registry name.
-        frame_samples: samples per call to :meth:`VoiceActivityDetector.speech_probability`.
-        sample_rate: the rate it was created for.
-        probabilistic: False when the score is a hard 0/1 decision (webrtcvad).
-    """
-
-    name: str
-    frame_samples: int
-    sample_rate: int
-    probabilistic: bool = True
+APM_SPECS: tuple[ProviderSpec, ...] = (
+    ProviderSpec(
+        name="webrtc",
+        module=f"{_PKG}.apm_livekit",
+        requires=("livekit.rtc",),
+        extra="audio",
+        summary="WebRTC APM (AEC3, NS, AGC, HPF) through livekit.rtc.AudioProcessingModule",
+    ),
+    ProviderSpec(
+        name="webrtc-audio-processing",
+        module=f"{_PKG}.apm_webrtc_audio_processing",
+        requires=("webrtc_audio_processing",),
+        extra="webrtc-audio-processing",
+        summary="webrtc-audio-processing 0.1.x (AEC2); needs swig to build",
+    ),
+    ProviderSpec(
+        name="disabled",
+        module=f"{_PKG}.apm_disabled",
+        development_only=True,
+        summary="no echo cancellation, noise suppression or gain control (development only, degraded)",
+    ),
+)
 
 
-@runtime_checkable
-class VoiceActivityDetector(Protocol):
-    """A streaming, stateful speech scorer for one speaker."""
-
-    @property
-    def capabilities(self) -> VadCapabilities:
-        """What this instance does."""
-        ...
-
-    def speech_probability(self, samples: npt.NDArray[np.int16]) -> float:
-        """Score exactly ``capabilities.frame_samples`` mono samples; 0.0 (silence) to 1.0 (speech)."""
-        ...
-
-    def reset(self) -> None:
-        """Forget the recurrent state (start of a new stream)."""
-        ...
-
-    def close(self) -> None:
-        """Release resources (idempotent)."""
-        ...
+def apm_registry(importer: Importer = importlib.import_module) -> ProviderRegistry[ApmConfig, AudioProcessor]:
+    """A fresh registry of the audio processors shipped with openab_voice."""
+    return ProviderRegistry("apm", APM_SPECS, importer=importer)
