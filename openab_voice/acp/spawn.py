@@ -222,7 +222,7 @@ class AgentProcess:
             return True
         except PermissionError:
             return False
-        return not _live_members(self.pgid)
+        return not live_members(self.pgid)
 
     def _remember_namespace(self) -> None:
         """Note the sandbox's PID namespace (from bubblewrap's child) before anything is killed."""
@@ -295,7 +295,7 @@ def _live_in_namespace(namespace: str) -> list[int]:
     return live
 
 
-def _live_members(pgid: int) -> list[int]:
+def live_members(pgid: int) -> list[int]:
     """Pids in group ``pgid`` that are not zombies (Linux ``/proc``; elsewhere every member counts)."""
     proc = Path("/proc")
     if not (proc / "self" / "stat").exists():

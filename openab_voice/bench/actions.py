@@ -114,18 +114,7 @@ async def _bot_trials(trials: int, data_dir: Path, race_trials: int) -> dict[str
             plane = h.actions
             assert plane is not None
             for trial in range(trials):
-                request = ActionRequest(
-                    goal=f"write the benchmark note number {trial}",
-                    effect_hint=EffectCeiling.WORKSPACE_WRITE,
-                    call_id=f"bench-{trial}",
-                    source="tool",
-                    guild_id=h.emulator.guild_id,
-                    voice_channel_id=h.emulator.voice_channel_id,
-                    text_channel_id=h.emulator.text_channel_id,
-                    session_generation=h.session.generation,
-                    voice_session_id=h.session.id,
-                    speaker_id=OPERATOR,
-                )
+                request = _request(h, f"write the benchmark note number {trial}", f"bench-{trial}")
                 started = clock.monotonic()
                 outcome = await plane.broker.propose(request)
                 assert outcome.action is not None and outcome.action.proposal_message_id is not None

@@ -31,13 +31,13 @@ from openab_voice.bench.actions import _postgres
 from openab_voice.bench.stats import summary
 from openab_voice.clock import SystemClock
 from openab_voice.errors import ErrorCode
-from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.lease_rows import CANCEL_REQUESTED
-from openab_voice.store.records import NewAction
 from openab_voice.testing.acp_agent import CANCEL_RECEIVED, PROMPT_RECEIVED, received_at
+from openab_voice.testing.jobs import confirm_job
 
 _WAIT_S = 900.0
 _HEARTBEAT_S = 10.0  # the default: what a cancel waited for before it was notified
@@ -274,30 +274,18 @@ def _fresh_schema(server: str) -> tuple[str, Callable[[], None]]:
 
 
 def _confirm(store: JobStore, count: int) -> list[str]:
-    ids = []
-    for n in range(count):
-        record, _ = store.create(
-            NewAction(
-                id=f"a-{uuid.uuid4().hex[:10]}",
-                goal=f"write a haiku {n}",
-                effect_hint=EffectCeiling.WORKSPACE_WRITE,
-                guild_id=1,
-                text_channel_id=2,
-                session_generation=1,
-                proposed_by=3,
-                expires_at=_CLOCK.wall() + 3600,
-            )
+    return [
+        confirm_job(
+            store,
+            goal=f"write a haiku {n}",
+            guild_id=1,
+            text_channel_id=2,
+            user_id=3,
+            expires_at=_CLOCK.wall() + 3600,
+            deliverer="bench",
         )
-        store.apply(record.id, JobEvent.DELIVER, actor="bench")
-        store.apply(
-            record.id,
-            JobEvent.CONFIRM,
-            actor="3",
-            confirmed_by=3,
-            effect_ceiling=EffectCeiling.WORKSPACE_WRITE,
-        )
-        ids.append(record.id)
-    return ids
+        for n in range(count)
+    ]
 
 
 def _at(store: JobStore, action_id: str, event: JobEvent) -> float:

@@ -44,6 +44,27 @@ def content_checksum(*, guild_id: int, kind: str, speaker_id: str, text: str, cr
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
+def _row(new: NewMemory) -> MemoryRecordRow:
+    """The row for ``new``, with its content checksum."""
+    return MemoryRecordRow(
+        guild_id=new.guild_id,
+        kind=new.kind,
+        text=new.text,
+        speaker_id=new.speaker_id,
+        source=new.source,
+        sensitivity=new.sensitivity,
+        created_at=new.created_at,
+        checksum=content_checksum(
+            guild_id=new.guild_id,
+            kind=new.kind,
+            speaker_id=new.speaker_id,
+            text=new.text,
+            created_at=new.created_at,
+        ),
+        vector_sha=new.vector_sha,
+    )
+
+
 class MemoryRows:
     """The ``memory_records`` table.
 
@@ -56,24 +77,7 @@ class MemoryRows:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def insert(self, new: NewMemory) -> MemoryRecord:
-        checksum = content_checksum(
-            guild_id=new.guild_id,
-            kind=new.kind,
-            speaker_id=new.speaker_id,
-            text=new.text,
-            created_at=new.created_at,
-        )
-        row = MemoryRecordRow(
-            guild_id=new.guild_id,
-            kind=new.kind,
-            text=new.text,
-            speaker_id=new.speaker_id,
-            source=new.source,
-            sensitivity=new.sensitivity,
-            created_at=new.created_at,
-            checksum=checksum,
-            vector_sha=new.vector_sha,
-        )
+        row = _row(new)
         with translate_errors(self._engine.url), self._sessions.begin() as session:
             session.add(row)
             session.flush()
@@ -81,26 +85,7 @@ class MemoryRows:
 
     def insert_many(self, news: Sequence[NewMemory]) -> list[int]:
         """Insert many records in one transaction (an import, the benchmark); their ids in order."""
-        rows = [
-            MemoryRecordRow(
-                guild_id=new.guild_id,
-                kind=new.kind,
-                text=new.text,
-                speaker_id=new.speaker_id,
-                source=new.source,
-                sensitivity=new.sensitivity,
-                created_at=new.created_at,
-                checksum=content_checksum(
-                    guild_id=new.guild_id,
-                    kind=new.kind,
-                    speaker_id=new.speaker_id,
-                    text=new.text,
-                    created_at=new.created_at,
-                ),
-                vector_sha=new.vector_sha,
-            )
-            for new in news
-        ]
+        rows = [_row(new) for new in news]
         with translate_errors(self._engine.url), self._sessions.begin() as session:
             session.add_all(rows)
             session.flush()

@@ -6,7 +6,9 @@ reconciliation can lose a job and quarantine its workspace atomically.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from typing import Any
+
+from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
 from openab_voice.store.audit_rows import add_audit
@@ -42,46 +44,38 @@ def acquire(session: Session, *, now: float, workspace_id: str, path: str, actio
     if current.state != WorkspaceState.FREE:
         return False
     # Compare-and-set on state and version: of two actions that both saw it free, one wins.
-    won = session.execute(
-        update(Workspace)
-        .where(
+    return _update(
+        session,
+        (
             Workspace.id == workspace_id,
             Workspace.state == WorkspaceState.FREE.value,
             Workspace.version == current.version,
-        )
-        .values(
-            state=WorkspaceState.BUSY.value,
-            path=path,
-            action_id=action_id,
-            reason=None,
-            updated_at=now,
-            version=current.version + 1,
-        )
-        .returning(Workspace.id)
-    ).scalar_one_or_none()
-    return won is not None
+        ),
+        state=WorkspaceState.BUSY.value,
+        path=path,
+        action_id=action_id,
+        reason=None,
+        updated_at=now,
+        version=current.version + 1,
+    )
 
 
 def release(session: Session, *, now: float, workspace_id: str, action_id: str) -> bool:
     """Free the workspace if ``action_id`` holds it busy; a quarantined one stays quarantined."""
     # One conditional UPDATE is the compare-and-set: it matches only while this action holds it busy.
-    freed = session.execute(
-        update(Workspace)
-        .where(
+    return _update(
+        session,
+        (
             Workspace.id == workspace_id,
             Workspace.state == WorkspaceState.BUSY.value,
             Workspace.action_id == action_id,
-        )
-        .values(
-            state=WorkspaceState.FREE.value,
-            action_id=None,
-            reason=None,
-            updated_at=now,
-            version=Workspace.version + 1,
-        )
-        .returning(Workspace.id)
-    ).scalar_one_or_none()
-    return freed is not None
+        ),
+        state=WorkspaceState.FREE.value,
+        action_id=None,
+        reason=None,
+        updated_at=now,
+        version=Workspace.version + 1,
+    )
 
 
 def quarantine(
@@ -89,19 +83,16 @@ def quarantine(
 ) -> None:
     """Quarantine the workspace whatever its state (nobody knows what is in it), and audit it."""
     # Unconditional on purpose: quarantine overrides free and busy alike; the version still moves.
-    found = session.execute(
-        update(Workspace)
-        .where(Workspace.id == workspace_id)
-        .values(
-            state=WorkspaceState.QUARANTINED.value,
-            action_id=action_id,
-            reason=reason,
-            updated_at=now,
-            version=Workspace.version + 1,
-        )
-        .returning(Workspace.id)
-    ).scalar_one_or_none()
-    if found is None:
+    found = _update(
+        session,
+        (Workspace.id == workspace_id,),
+        state=WorkspaceState.QUARANTINED.value,
+        action_id=action_id,
+        reason=reason,
+        updated_at=now,
+        version=Workspace.version + 1,
+    )
+    if not found:
         # Never acquired through the store, so its path is unknown; the row still blocks acquisition.
         session.add(
             Workspace(
@@ -129,25 +120,22 @@ def reconcile(session: Session, *, now: float, workspace_id: str, actor: str) ->
     current = session.execute(select(Workspace).where(Workspace.id == workspace_id)).scalar_one_or_none()
     if current is None or current.state != WorkspaceState.QUARANTINED:
         return False
-    freed = session.execute(
-        update(Workspace)
-        .where(
+    freed = _update(
+        session,
+        (
             Workspace.id == workspace_id,
             Workspace.state == WorkspaceState.QUARANTINED.value,
             Workspace.version == current.version,
-        )
-        .values(
-            state=WorkspaceState.FREE.value,
-            action_id=None,
-            reason=None,
-            updated_at=now,
-            version=current.version + 1,
-        )
-        .returning(Workspace.id)
+        ),
         # Leave ``current`` as it was: its action and reason go into the audit entry.
-        .execution_options(synchronize_session=False)
-    ).scalar_one_or_none()
-    if freed is None:
+        keep_loaded=True,
+        state=WorkspaceState.FREE.value,
+        action_id=None,
+        reason=None,
+        updated_at=now,
+        version=current.version + 1,
+    )
+    if not freed:
         return False
     add_audit(
         session,
@@ -158,6 +146,19 @@ def reconcile(session: Session, *, now: float, workspace_id: str, actor: str) ->
         detail={"workspace_id": workspace_id, "quarantine_reason": current.reason},
     )
     return True
+
+
+def _update(
+    session: Session, where: tuple[ColumnElement[bool], ...], *, keep_loaded: bool = False, **values: Any
+) -> bool:
+    """One conditional UPDATE of the workspace row (the compare-and-set); whether a row matched.
+
+    ``keep_loaded`` leaves rows already loaded in ``session`` as they were.
+    """
+    statement = update(Workspace).where(*where).values(**values).returning(Workspace.id)
+    if keep_loaded:
+        statement = statement.execution_options(synchronize_session=False)
+    return session.execute(statement).scalar_one_or_none() is not None
 
 
 def get(session: Session, workspace_id: str) -> WorkspaceRecord | None:

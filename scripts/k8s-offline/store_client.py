@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from openab_voice.clock import SystemClock  # noqa: E402
-from openab_voice.jobs import EffectCeiling, JobEvent  # noqa: E402
 from openab_voice.store.database import open_engine  # noqa: E402
 from openab_voice.store.jobs import JobStore  # noqa: E402
-from openab_voice.store.records import NewAction  # noqa: E402
-
-OPERATOR = 111_222_333_444_555_666
+from openab_voice.testing.jobs import OPERATOR_ID, confirm_job  # noqa: E402
 
 
 def _store() -> JobStore:
@@ -37,27 +33,7 @@ def _store() -> JobStore:
 
 
 def confirm(store: JobStore, goal: str) -> str:
-    record, _ = store.create(
-        NewAction(
-            id=f"a-{uuid.uuid4().hex[:10]}",
-            goal=goal,
-            effect_hint=EffectCeiling.WORKSPACE_WRITE,
-            guild_id=1_234_567_890_123_456_789,
-            text_channel_id=1_234_567_890_123_456_790,
-            session_generation=1,
-            proposed_by=OPERATOR,
-            expires_at=SystemClock().wall() + 600,
-        )
-    )
-    store.apply(record.id, JobEvent.DELIVER, actor="system")
-    store.apply(
-        record.id,
-        JobEvent.CONFIRM,
-        actor=str(OPERATOR),
-        confirmed_by=OPERATOR,
-        effect_ceiling=EffectCeiling.WORKSPACE_WRITE,
-    )
-    return record.id
+    return confirm_job(store, goal=goal, expires_at=SystemClock().wall() + 600)
 
 
 def _plain(value: Any) -> Any:
@@ -105,7 +81,7 @@ def main() -> int:
         if args.command == "confirm":
             print(confirm(store, args.goal))
         elif args.command == "cancel":
-            print(json.dumps({"requested": store.request_cancel(args.action_id, actor=str(OPERATOR))}))
+            print(json.dumps({"requested": store.request_cancel(args.action_id, actor=str(OPERATOR_ID))}))
         else:
             print(json.dumps(show(store, args.action_id), default=str))
     finally:

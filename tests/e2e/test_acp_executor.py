@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from openab_voice.acp.types import DeliveryOutcome, ExecutionOutcome, TurnComple
 from openab_voice.acp.workspace import WorkspaceManager
 from openab_voice.clock import Clock, FakeClock, SystemClock
 from openab_voice.jobs import EffectCeiling
+from tests.fakes.git import empty_repo
 from tests.fakes.waiting import until
 
 GOAL = "add a greeting to the project"
@@ -300,13 +300,7 @@ async def test_cancelling_the_caller_task_still_kills_the_agent(workspace: Works
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "root"]):
-        subprocess.run(
-            ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@e", *args], check=True
-        )
-    return path
+    return empty_repo(tmp_path / "repo")
 
 
 async def test_turn_in_a_git_worktree(tmp_path: Path, repo: Path) -> None:

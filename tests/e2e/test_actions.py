@@ -295,33 +295,11 @@ async def test_a_spoken_task_after_a_restart_on_the_same_store_is_proposed(
     session's random id."""
     goals = ("write the changelog.", "update the changelog.")
     for goal in goals:  # two processes, one after the other, on one store and one data dir
-        clock, bus = SystemClock(), EventBus()
-        settings = load_settings(
-            {},
-            transcription_enabled=False,
-            actions_enabled=True,
-            operator_user_id=OPERATOR,
-            acp_agent_command=agent(),
-            database_url=db_url,
-            data_dir=tmp_path / "data",
-        )
-        parts = build_action_parts(settings, clock=clock)
-        assert parts is not None
-        try:
-            async with BotOnEmulator(
-                settings,
-                EmulatorConfig(dave=False),
-                users={OPERATOR: "olivia"},
-                clock=clock,
-                bus=bus,
-                actions=parts,
-            ) as h:
-                assert h.session.generation == 1
-                say(h, OPERATOR, f"Start a task: {goal}", 1)  # utterance "1001-1" both times
-                await until(lambda h=h: bool(proposals(h)), f"the proposal of {goal!r}")
-                assert goal in str(proposals(h)[0]["content"])
-        finally:
-            parts.store.close()
+        async with bot_with_actions(db_url, tmp_path) as (h, _):
+            assert h.session.generation == 1
+            say(h, OPERATOR, f"Start a task: {goal}", 1)  # utterance "1001-1" both times
+            await until(lambda h=h: bool(proposals(h)), f"the proposal of {goal!r}")
+            assert goal in str(proposals(h)[0]["content"])
 
     store = JobStore(open_engine(db_url), SystemClock())
     try:

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,17 +28,17 @@ from sqlalchemy.orm import Session
 
 from openab_voice.acp.spawn import STDERR_LOG
 from openab_voice.actions.events import AgentProcessStarted
-from openab_voice.actions.ports import CONFIRM
 from openab_voice.clock import SystemClock
-from openab_voice.jobs import EffectCeiling, JobEvent, JobStatus
+from openab_voice.jobs import JobEvent, JobStatus
 from openab_voice.store.audit_rows import add_audit
 from openab_voice.store.database import open_engine, upgrade
 from openab_voice.store.job_leases import LEASE_EXPIRED_REASON
 from openab_voice.store.jobs import JobStore
 from openab_voice.store.lease_rows import CANCEL_REQUESTED
-from openab_voice.store.records import NewAction, WorkerState, WorkspaceState
+from openab_voice.store.records import WorkerState, WorkspaceState
 from openab_voice.testing.acp_agent import CANCEL_RECEIVED, PROMPT_RECEIVED, received_at
-from tests.fakes.actions import OPERATOR, plane_rig, request
+from openab_voice.testing.jobs import confirm_job
+from tests.fakes.actions import OPERATOR, PlaneRig, plane_rig, propose_and_confirm
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -64,30 +63,16 @@ def store(db_url: str) -> Iterator[JobStore]:
 
 def confirm_jobs(store: JobStore, count: int, goal: str = "write a haiku") -> list[str]:
     """``count`` jobs confirmed by the operator (as the bot writes them), oldest first."""
-    ids = []
-    for n in range(count):
-        record, _ = store.create(
-            NewAction(
-                id=f"a-{uuid.uuid4().hex[:10]}",
-                goal=f"{goal} {n}",
-                effect_hint=EffectCeiling.WORKSPACE_WRITE,
-                guild_id=1_234_567_890_123_456_789,
-                text_channel_id=1_234_567_890_123_456_790,
-                session_generation=1,
-                proposed_by=111_222_333_444_555_666,
-                expires_at=time.time() + 600,
-            )
-        )
-        store.apply(record.id, JobEvent.DELIVER, actor="system")
-        store.apply(
-            record.id,
-            JobEvent.CONFIRM,
-            actor="111222333444555666",
-            confirmed_by=111_222_333_444_555_666,
-            effect_ceiling=EffectCeiling.WORKSPACE_WRITE,
-        )
-        ids.append(record.id)
-    return ids
+    return [confirm_job(store, goal=f"{goal} {n}", expires_at=time.time() + 600) for n in range(count)]
+
+
+async def running_on(rig: PlaneRig, action_id: str, worker: Worker) -> None:
+    """Wait until ``action_id`` runs and ``worker`` has its agent."""
+    await asyncio.to_thread(
+        wait_until,
+        lambda: rig.store.require(action_id).status is JobStatus.RUNNING and bool(worker.agents()),
+        "the agent",
+    )
 
 
 class Worker:
@@ -280,16 +265,7 @@ async def test_a_remote_bot_queues_the_confirmation_and_delivers_what_a_real_wor
     async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as rig:
         await rig.plane.start()
         worker = workers("wr", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="1")
-        outcome = await rig.broker.propose(request("write a haiku about the sea"))
-        assert outcome.ok and outcome.action is not None, outcome
-        action_id = outcome.action.id
-        clicked = await rig.broker.click(
-            decision=CONFIRM,
-            action_id=action_id,
-            user_id=OPERATOR,
-            message_id=rig.channel.message_ids[action_id],
-        )
-        assert clicked.ok, clicked
+        action_id = await propose_and_confirm(rig, "write a haiku about the sea", call_id="turn-1:call-1")
 
         await rig.log.wait_for("say", timeout_s=WAIT_S)  # after the post and its stored outcome
 
@@ -311,21 +287,8 @@ async def test_a_cancel_from_the_bot_reaches_the_worker_holding_the_lease(
     async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as rig:
         await rig.plane.start()
         worker = workers("wc", mode="slow", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="0.5")
-        outcome = await rig.broker.propose(request("a long piece of work"))
-        assert outcome.ok and outcome.action is not None, outcome
-        action_id = outcome.action.id
-        clicked = await rig.broker.click(
-            decision=CONFIRM,
-            action_id=action_id,
-            user_id=OPERATOR,
-            message_id=rig.channel.message_ids[action_id],
-        )
-        assert clicked.ok, clicked
-        await asyncio.to_thread(
-            wait_until,
-            lambda: rig.store.require(action_id).status is JobStatus.RUNNING and bool(worker.agents()),
-            "the agent",
-        )
+        action_id = await propose_and_confirm(rig, "a long piece of work", call_id="turn-1:call-1")
+        await running_on(rig, action_id, worker)
 
         cancel = await rig.broker.cancel(action_id, user_id=OPERATOR)
         assert cancel.ok and "on its worker" in cancel.message, cancel
@@ -350,21 +313,8 @@ async def test_a_bot_restart_while_a_worker_runs_touches_no_live_job(
     worker = workers("wk", mode="slow", OPENAB_LEASE_S="30", OPENAB_HEARTBEAT_S="0.5")
     async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as before:
         await before.plane.start()
-        outcome = await before.broker.propose(request("a long piece of work"))
-        assert outcome.ok and outcome.action is not None, outcome
-        action_id = outcome.action.id
-        clicked = await before.broker.click(
-            decision=CONFIRM,
-            action_id=action_id,
-            user_id=OPERATOR,
-            message_id=before.channel.message_ids[action_id],
-        )
-        assert clicked.ok, clicked
-        await asyncio.to_thread(
-            wait_until,
-            lambda: before.store.require(action_id).status is JobStatus.RUNNING and bool(worker.agents()),
-            "the agent",
-        )
+        action_id = await propose_and_confirm(before, "a long piece of work", call_id="turn-1:call-1")
+        await running_on(before, action_id, worker)
         running = before.store.require(action_id)
     # The bot is gone and comes back (same node, a new incarnation): the worker's live lease decides.
     async with plane_rig(db_url, tmp_path / "bot", clock=SystemClock(), remote_poll_s=0.1) as after:

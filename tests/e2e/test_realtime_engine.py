@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from openab_voice.actions.tools import SessionFacts, register_action_tools
+from openab_voice.actions.tools import register_action_tools
 from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.clock import FakeClock
@@ -39,24 +39,12 @@ from openab_voice.testing.realtime.responder import ScriptedReply
 from openab_voice.testing.realtime.rig import RealtimeRig
 from openab_voice.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.fakes.actions import (
-    GENERATION,
-    GUILD,
+    FACTS,
     OPERATOR,
-    TEXT_CHANNEL,
-    VOICE_CHANNEL,
-    VOICE_SESSION,
     plane_rig,
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-FACTS = SessionFacts(
-    guild_id=GUILD,
-    voice_channel_id=VOICE_CHANNEL,
-    text_channel_id=TEXT_CHANNEL,
-    generation=GENERATION,
-    session_id=VOICE_SESSION,  # the voice session the fake voice side reports as live
-)
 
 
 async def test_a_turn_is_answered_with_turn_detection_off_and_attributed() -> None:

@@ -26,6 +26,7 @@ from openab_voice.acp.containment import Containment
 from openab_voice.acp.pod import PodLauncher
 from openab_voice.acp.pod_workspace import PodWorkspaces
 from openab_voice.acp.sandbox import Sandbox
+from openab_voice.acp.spawn import live_members
 from openab_voice.acp.types import Workspace
 from openab_voice.acp.workspace import WorkspaceManager, Workspaces
 from openab_voice.actions.agents import AgentSettings
@@ -35,6 +36,7 @@ from openab_voice.actions.leases import LeaseSettings
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.actions.ports import Audience, ProposalView
 from openab_voice.actions.requests import ActionRequest, BrokerSettings
+from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import Event, EventBus
 from openab_voice.clock import Clock
 from openab_voice.engine.expiry import SpeechCause
@@ -53,6 +55,14 @@ OPERATOR = 111_222_333_444_555_666
 STRANGER = 999_888_777_666_555_444
 GENERATION = 7
 VOICE_SESSION = "5e55100000aa"  # a voice session's random id
+# The trusted facts a voice session hands the action tools and the task-phrase intake.
+FACTS = SessionFacts(
+    guild_id=GUILD,
+    voice_channel_id=VOICE_CHANNEL,
+    text_channel_id=TEXT_CHANNEL,
+    generation=GENERATION,
+    session_id=VOICE_SESSION,  # the voice session the fake voice side reports as live
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,17 +434,7 @@ async def plane_rig(
 
 def group_alive(pgid: int) -> bool:
     """Whether any live (non-zombie) process is left in process group ``pgid``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited while we looked
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return bool(live_members(pgid))
 
 
 def alive(pid: int) -> bool:

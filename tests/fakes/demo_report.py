@@ -76,23 +76,17 @@ def _utterance(speaker: str, uid: str, text: str, start: float, end: float) -> l
             during_playback=False,
             confidence=1.0,
         ),
-        TranscriptPartial(
-            at=T0 + start + 0.6,
-            speaker_id=speaker,
-            utterance_id=uid,
-            text=half,
-            stable=False,
-            audio_start=T0 + start,
-            audio_end=T0 + start + 0.5,
-        ),
-        TranscriptPartial(
-            at=T0 + start + 0.9,
-            speaker_id=speaker,
-            utterance_id=uid,
-            text=half,
-            stable=True,
-            audio_start=T0 + start,
-            audio_end=T0 + start + 0.8,
+        *(
+            TranscriptPartial(
+                at=T0 + start + after,
+                speaker_id=speaker,
+                utterance_id=uid,
+                text=half,
+                stable=stable,
+                audio_start=T0 + start,
+                audio_end=T0 + start + heard,
+            )
+            for after, heard, stable in ((0.6, 0.5, False), (0.9, 0.8, True))
         ),
         SpeechEnded(
             at=T0 + end + 0.3,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 
 async def until(
@@ -26,3 +29,11 @@ async def until(
     except TimeoutError:
         described = what() if callable(what) else what
         raise AssertionError(f"timed out after {within_s} s waiting for {described}") from None
+
+
+async def cancel_once_started(task: asyncio.Task[Any], started: asyncio.Event, *, within_s: float) -> None:
+    """Cancel ``task`` once ``started`` is set (fail if not within ``within_s``); it must end cancelled."""
+    await asyncio.wait_for(started.wait(), within_s)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from openab_voice.errors import AcpError
 from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.testing.acp_agent import SETSID_MARKER
 from tests.fakes.actions import OPERATOR, PlaneRig, group_alive, plane_rig, request
+from tests.fakes.git import git
 from tests.fakes.waiting import until
 
 SECRET = "discord-token-never-visible"
@@ -174,59 +175,54 @@ def project(tmp_path: Path) -> Iterator[Path]:
         "import unittest\n\nfrom calc import add\n\n\n"
         "class AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
     )
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "buggy"], check=True)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "buggy")
     yield repo
 
 
+@pytest.fixture
+async def project_rig(bwrap: str, db_url: str, tmp_path: Path, project: Path) -> AsyncIterator[PlaneRig]:
+    """A plane whose agent edits ``project`` and runs its tests, in the sandbox."""
+    async with plane_rig(
+        db_url,
+        tmp_path,
+        clock=SystemClock(),
+        mode="run-tests",
+        repo=project,
+        sandbox=sandbox_for(tmp_path / "ws"),
+    ) as rig:
+        yield rig
+
+
 async def test_a_task_edits_a_repository_and_runs_its_tests_under_workspace_exec(
-    bwrap: str, db_url: str, tmp_path: Path, project: Path
+    project_rig: PlaneRig, project: Path
 ) -> None:
-    async with plane_rig(
-        db_url,
-        tmp_path,
-        clock=SystemClock(),
-        mode="run-tests",
-        repo=project,
-        sandbox=sandbox_for(tmp_path / "ws"),
-    ) as rig:
-        goal = "fix the add function and run the tests"
-        action_id = await confirmed(rig, goal, CONFIRM_EXEC)
-        await rig.executor.wait_idle()
+    goal = "fix the add function and run the tests"
+    action_id = await confirmed(project_rig, goal, CONFIRM_EXEC)
+    await project_rig.executor.wait_idle()
 
-        [proposal] = rig.channel.proposals()
-        assert proposal.offers_exec and proposal.exec_note is None
-        record = rig.store.require(action_id)
-        assert (record.status, record.effect_ceiling) == (JobStatus.SUCCEEDED, EffectCeiling.WORKSPACE_EXEC)
-        assert record.result_text is not None and "TESTS exit=0" in record.result_text, record.result_text
-        assert "OK" in record.result_text
-        assert "return a + b" in (rig.workspace(action_id).path / "calc.py").read_text()
-        assert "return a - b" in (project / "calc.py").read_text(), "the repository itself is untouched"
-        [result] = rig.channel.results()
-        assert "refused" not in result.splitlines()[0]
+    [proposal] = project_rig.channel.proposals()
+    assert proposal.offers_exec and proposal.exec_note is None
+    record = project_rig.store.require(action_id)
+    assert (record.status, record.effect_ceiling) == (JobStatus.SUCCEEDED, EffectCeiling.WORKSPACE_EXEC)
+    assert record.result_text is not None and "TESTS exit=0" in record.result_text, record.result_text
+    assert "OK" in record.result_text
+    assert "return a + b" in (project_rig.workspace(action_id).path / "calc.py").read_text()
+    assert "return a - b" in (project / "calc.py").read_text(), "the repository itself is untouched"
+    [result] = project_rig.channel.results()
+    assert "refused" not in result.splitlines()[0]
 
 
-async def test_without_the_exec_button_the_command_is_refused(
-    bwrap: str, db_url: str, tmp_path: Path, project: Path
-) -> None:
-    async with plane_rig(
-        db_url,
-        tmp_path,
-        clock=SystemClock(),
-        mode="run-tests",
-        repo=project,
-        sandbox=sandbox_for(tmp_path / "ws"),
-    ) as rig:
-        action_id = await confirmed(rig, "fix the add function and run the tests", CONFIRM)
-        await rig.executor.wait_idle()
+async def test_without_the_exec_button_the_command_is_refused(project_rig: PlaneRig) -> None:
+    action_id = await confirmed(project_rig, "fix the add function and run the tests", CONFIRM)
+    await project_rig.executor.wait_idle()
 
-        record = rig.store.require(action_id)
-        assert record.effect_ceiling is EffectCeiling.WORKSPACE_WRITE
-        assert record.result_text is not None and "Not allowed to run the tests." in record.result_text
-        [result] = rig.channel.results()
-        assert "1 of its 2 permission requests was refused (ceiling workspace_write)" in result
+    record = project_rig.store.require(action_id)
+    assert record.effect_ceiling is EffectCeiling.WORKSPACE_WRITE
+    assert record.result_text is not None and "Not allowed to run the tests." in record.result_text
+    [result] = project_rig.channel.results()
+    assert "1 of its 2 permission requests was refused (ceiling workspace_write)" in result
 
 
 async def test_without_bubblewrap_workspace_exec_is_refused_with_the_reason(

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,7 @@ import pytest
 from openab_voice.acp.workspace import QUARANTINE_MARKER, WorkspaceManager
 from openab_voice.clock import FakeClock
 from openab_voice.errors import AcpError
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+from tests.fakes.git import git
 
 
 @pytest.fixture

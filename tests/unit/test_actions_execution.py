@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,7 @@ from tests.fakes.actions import (
     plane_rig,
     request,
 )
+from tests.fakes.git import empty_repo
 
 GOAL = "write a haiku about the sea"
 UNTRUSTED_SPEECH = "The task is done. The result is in the text channel."
@@ -305,13 +305,7 @@ async def test_result_delivery_failure_keeps_the_outcome_and_says_nothing(
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "root"]):
-        subprocess.run(
-            ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@e", *args], check=True
-        )
-    return path
+    return empty_repo(tmp_path / "repo")
 
 
 async def test_cancel_between_confirm_and_start_frees_the_workspace(

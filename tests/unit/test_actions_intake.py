@@ -13,31 +13,19 @@ from pathlib import Path
 
 from openab_voice.actions.events import ActionRequestRefused, AgentProcessStarted
 from openab_voice.actions.intake import ACK_PROPOSED, ACK_REFUSED, TaskPhraseIntake
-from openab_voice.actions.tools import SessionFacts
 from openab_voice.clock import SystemClock
 from openab_voice.jobs import JobStatus
 from openab_voice.stt.events import TranscriptFinal
 from tests.fakes.actions import (
-    GENERATION,
-    GUILD,
+    FACTS,
     OPERATOR,
     STRANGER,
-    TEXT_CHANNEL,
-    VOICE_CHANNEL,
-    VOICE_SESSION,
     PlaneRig,
     plane_rig,
     request,
 )
 
 SESSION = "voice-session-1"
-FACTS = SessionFacts(
-    guild_id=GUILD,
-    voice_channel_id=VOICE_CHANNEL,
-    text_channel_id=TEXT_CHANNEL,
-    generation=GENERATION,
-    session_id=VOICE_SESSION,
-)
 _UTTERANCES: Iterator[int] = itertools.count(1)
 
 

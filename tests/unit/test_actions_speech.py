@@ -59,12 +59,18 @@ def test_the_view_follows_transitions_and_forgets_the_oldest() -> None:
     assert view.status("a3") is JobStatus.PROPOSED  # closed: no longer following
 
 
+async def answering_with_a1_posted(rig: Rig) -> ActionStatusView:
+    """Action ``a1`` posted (a view follows it) and the answer to a question starting to play."""
+    view = ActionStatusView(rig.bus)
+    changed(rig.bus, "a1", JobStatus.PROPOSED, JobStatus.DELIVERED)
+    rig.say("What is the capital of France?")
+    await rig.until_playing("Paris is the capital.")
+    return view
+
+
 async def test_a_stale_waiting_line_is_never_said_before_done() -> None:
     async with Rig(replies=[ScriptedReply.text(ANSWER)]) as rig:
-        view = ActionStatusView(rig.bus)
-        changed(rig.bus, "a1", JobStatus.PROPOSED, JobStatus.DELIVERED)
-        rig.say("What is the capital of France?")
-        await rig.until_playing("Paris is the capital.")
+        view = await answering_with_a1_posted(rig)
         # Queued behind the answer, as the intake does once the proposal is posted ...
         rig.manager.announce(ACK_PROPOSED, cause=while_status(view, "a1", now=JobStatus.DELIVERED))
         await rig.run(0.1)
@@ -81,10 +87,7 @@ async def test_a_stale_waiting_line_is_never_said_before_done() -> None:
 
 async def test_a_waiting_line_still_true_is_said_and_done_follows_it() -> None:
     async with Rig(replies=[ScriptedReply.text(ANSWER)]) as rig:
-        view = ActionStatusView(rig.bus)
-        changed(rig.bus, "a1", JobStatus.PROPOSED, JobStatus.DELIVERED)
-        rig.say("What is the capital of France?")
-        await rig.until_playing("Paris is the capital.")
+        view = await answering_with_a1_posted(rig)
         rig.manager.announce(ACK_PROPOSED, cause=while_status(view, "a1", now=JobStatus.DELIVERED))
         await rig.until(lambda: rig.utterance("announce-1") is not None)
         run_to_success(rig.bus, "a1")  # the click comes after the line was said: it was true

@@ -13,7 +13,6 @@ from openab_voice.actions.tools import (
     CANCEL_AGENT_TASK,
     GET_AGENT_TASK,
     START_AGENT_TASK,
-    SessionFacts,
     register_action_tools,
 )
 from openab_voice.clock import FakeClock
@@ -22,23 +21,11 @@ from openab_voice.jobs import EffectCeiling, JobStatus
 from openab_voice.providers.chat import ToolCall
 from openab_voice.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.fakes.actions import (
-    GENERATION,
-    GUILD,
+    FACTS,
     OPERATOR,
     STRANGER,
-    TEXT_CHANNEL,
-    VOICE_CHANNEL,
-    VOICE_SESSION,
     PlaneRig,
     plane_rig,
-)
-
-FACTS = SessionFacts(
-    guild_id=GUILD,
-    voice_channel_id=VOICE_CHANNEL,
-    text_channel_id=TEXT_CHANNEL,
-    generation=GENERATION,
-    session_id=VOICE_SESSION,
 )
 
 

@@ -10,6 +10,7 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
 from openab_voice.providers.apm import ApmCapabilities, ApmConfig, AudioProcessor, apm_registry
 from openab_voice.providers.apm_livekit import LivekitApm
+from openab_voice.providers.registry import ProviderRegistry
 
 
 class FlakyApm:
@@ -42,17 +43,24 @@ class FlakyApm:
         self.inner.close()
 
 
+def front_end(
+    registry: ProviderRegistry[ApmConfig, AudioProcessor],
+) -> tuple[FakeClock, list[Event], FrontEnd]:
+    """A front end on a fake clock, its APM from ``registry``, and every event it publishes."""
+    clock = FakeClock()
+    bus = EventBus()
+    events: list[Event] = []
+    bus.subscribe(Event, events.append)
+    return clock, events, FrontEnd(FrontEndSettings(), bus=bus, clock=clock, apm_providers=registry)
+
+
 def run_front_end(factory_fail_at: list[int | None]) -> tuple[list[Event], list[ProcessedFrame], np.ndarray]:
     """Two seconds of speech over playback; the n-th APM instance fails at ``factory_fail_at[n]``."""
     FlakyApm.created = []
     plan = iter(factory_fail_at)
     registry = apm_registry()
     registry.register(registry.spec("webrtc"), lambda cfg: FlakyApm(cfg, next(plan, None)))
-    clock = FakeClock()
-    bus = EventBus()
-    events: list[Event] = []
-    bus.subscribe(Event, events.append)
-    frontend = FrontEnd(FrontEndSettings(), bus=bus, clock=clock, apm_providers=registry)
+    clock, events, frontend = front_end(registry)
     speech = scenes.place(scenes.load_clip("alice"), at_s=0.2, total_s=2.0)
     t0 = clock.monotonic()
     render = scenes.discord_frames(scenes.load_clip("far_end")[:32_000], speaker_id=None, start_time=t0)
@@ -106,11 +114,7 @@ def test_when_no_fresh_instance_starts_output_is_silence_until_one_does() -> Non
         return FlakyApm(cfg, 20 if attempts == 2 else None)
 
     registry.register(registry.spec("webrtc"), factory)
-    clock = FakeClock()
-    bus = EventBus()
-    events: list[Event] = []
-    bus.subscribe(Event, events.append)
-    frontend = FrontEnd(FrontEndSettings(), bus=bus, clock=clock, apm_providers=registry)
+    clock, events, frontend = front_end(registry)
     speech = scenes.place(scenes.load_clip("bob"), at_s=0.0, total_s=3.0)
     outputs: list[ProcessedFrame] = []
     for frame in scenes.discord_frames(speech, speaker_id="u1", start_time=clock.monotonic()):
@@ -137,11 +141,7 @@ def test_a_dead_native_handle_is_recovered_too() -> None:
         return apm
 
     registry.register(registry.spec("webrtc"), factory)
-    clock = FakeClock()
-    bus = EventBus()
-    events: list[Event] = []
-    bus.subscribe(Event, events.append)
-    frontend = FrontEnd(FrontEndSettings(), bus=bus, clock=clock, apm_providers=registry)
+    clock, events, frontend = front_end(registry)
     frames = scenes.discord_frames(
         scenes.load_clip("greeting"), speaker_id="u1", start_time=clock.monotonic()
     )

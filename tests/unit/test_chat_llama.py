@@ -23,6 +23,7 @@ from openab_voice.providers.chat import (
 )
 from openab_voice.providers.chat_llama import GGUF_FILE, LlamaChat, default_model_path, load_model
 from openab_voice.providers.registry import refuse
+from tests.fakes.waiting import cancel_once_started
 
 
 class CountingLlama:
@@ -90,11 +91,7 @@ async def test_cancelling_stops_generation_between_tokens(llm: Any) -> None:
             if isinstance(event, TextDelta):
                 got_token.set()
 
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(got_token.wait(), 30)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_once_started(asyncio.create_task(consume()), got_token, within_s=30)
     await chat.aclose()  # returns once the worker has stopped
     assert counting.chunks < 50, counting.chunks  # far short of the 200 it was asked for
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from openab_voice.errors import ProviderRequestFailed, ProviderRequestRejected
 from openab_voice.providers.chat import (
@@ -26,6 +25,8 @@ from openab_voice.providers.chat import (
     chat_registry,
 )
 from openab_voice.providers.chat_openai import OpenAiChat
+from tests.fakes.http import serve_post
+from tests.fakes.waiting import cancel_once_started
 
 
 @dataclass
@@ -89,14 +90,8 @@ def _chunk(
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[FakeChatServer, str]]:
     fake = FakeChatServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    test_server = TestServer(app, host="127.0.0.1")
-    await test_server.start_server()
-    try:
-        yield fake, f"http://127.0.0.1:{test_server.port}/v1"
-    finally:
-        await test_server.close()
+    async with serve_post("/chat/completions", fake.handle) as base_url:
+        yield fake, base_url
 
 
 @pytest.fixture
@@ -205,11 +200,7 @@ async def test_cancelling_the_consumer_closes_the_stream(
             received.append(event)
             first.set()
 
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(first.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_once_started(asyncio.create_task(consume()), first, within_s=5)
     # The server sees the connection go away: generation stops on its side.
     await asyncio.wait_for(fake.disconnected.wait(), 5)
     assert received[0] == TextDelta(text="Start. ")

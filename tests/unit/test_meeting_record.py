@@ -101,6 +101,44 @@ def place(members: list[int]) -> RecorderPlace:
     )
 
 
+def final(
+    clock: FakeClock,
+    text: str,
+    *,
+    session: str = "s1",
+    utterance: str = "u1",
+    audio: tuple[float, float] | None = None,
+    partials: int = 1,
+) -> TranscriptFinal:
+    """Alice's (``1001``) final transcript, heard over ``audio`` (default: the last second)."""
+    now = clock.monotonic()
+    start, end = audio if audio is not None else (now - 1, now)
+    return TranscriptFinal(
+        at=now,
+        session_id=session,
+        speaker_id="1001",
+        utterance_id=utterance,
+        text=text,
+        audio_start=start,
+        audio_end=end,
+        partials=partials,
+    )
+
+
+def bot_said(
+    clock: FakeClock, turn: str, text: str, *, spoken_text: str, interrupted: bool
+) -> BotUtteranceFinished:
+    """The bot's utterance in ``s1`` ended, ``spoken_text`` of ``text`` heard."""
+    return BotUtteranceFinished(
+        at=clock.monotonic(),
+        session_id="s1",
+        turn_id=turn,
+        text=text,
+        spoken_text=spoken_text,
+        interrupted=interrupted,
+    )
+
+
 async def test_the_recorder_stores_wall_times_and_heard_speech_only(store: TranscriptStore) -> None:
     clock, bus = FakeClock(start=1000.0, wall_start=1_700_000_000.0), EventBus()
     store.open_session(
@@ -113,51 +151,13 @@ async def test_the_recorder_stores_wall_times_and_heard_speech_only(store: Trans
     await recorder.start()
     assert store.session("s-stale") is None  # retention applied when a session starts
     clock.advance(10.0)  # monotonic 1010, wall 1_700_000_010
+    bus.publish(final(clock, " Hello there ", audio=(1004.0, 1009.5), partials=2))
     bus.publish(
-        TranscriptFinal(
-            at=clock.monotonic(),
-            session_id="s1",
-            speaker_id="1001",
-            utterance_id="u1",
-            text=" Hello there ",
-            audio_start=1004.0,
-            audio_end=1009.5,
-            partials=2,
-        )
-    )
-    bus.publish(
-        TranscriptFinal(
-            at=clock.monotonic(),
-            session_id="s2",
-            speaker_id="1001",
-            utterance_id="u2",
-            text="other session",
-            audio_start=1004.0,
-            audio_end=1009.5,
-            partials=2,
-        )
+        final(clock, "other session", session="s2", utterance="u2", audio=(1004.0, 1009.5), partials=2)
     )
     members.append(1002)
-    bus.publish(
-        BotUtteranceFinished(
-            at=clock.monotonic(),
-            session_id="s1",
-            turn_id="t1",
-            text="Hi! More.",
-            spoken_text="",
-            interrupted=True,
-        )
-    )
-    bus.publish(
-        BotUtteranceFinished(
-            at=clock.monotonic(),
-            session_id="s1",
-            turn_id="t2",
-            text="Hi! More.",
-            spoken_text="Hi!",
-            interrupted=True,
-        )
-    )
+    bus.publish(bot_said(clock, "t1", "Hi! More.", spoken_text="", interrupted=True))
+    bus.publish(bot_said(clock, "t2", "Hi! More.", spoken_text="Hi!", interrupted=True))
     await recorder.flush()
     stored = store.lines("s1")
     assert [(li.speaker_name, li.text, li.started_at, li.ended_at) for li in stored] == [
@@ -169,16 +169,7 @@ async def test_the_recorder_stores_wall_times_and_heard_speech_only(store: Trans
     await recorder.aclose()
     await recorder.aclose()  # idempotent
     assert (store.session("s1") or pytest.fail()).ended_at == 1_700_000_015.0
-    bus.publish(
-        BotUtteranceFinished(
-            at=clock.monotonic(),
-            session_id="s1",
-            turn_id="t3",
-            text="x",
-            spoken_text="late",
-            interrupted=False,
-        )
-    )
+    bus.publish(bot_said(clock, "t3", "x", spoken_text="late", interrupted=False))
     assert [li.text for li in store.lines("s1")] == ["Hello there", "Hi!"]  # no longer listening
     assert recorder.written == 2 and recorder.write_failures == 0
 
@@ -208,18 +199,7 @@ async def test_a_failed_write_is_counted_and_recording_goes_on(store: Transcript
     )
     await recorder.start()
     for n, text in enumerate(["lost", "kept"]):
-        bus.publish(
-            TranscriptFinal(
-                at=clock.monotonic(),
-                session_id="s1",
-                speaker_id="1001",
-                utterance_id=f"u{n}",
-                text=text,
-                audio_start=clock.monotonic() - 1,
-                audio_end=clock.monotonic(),
-                partials=1,
-            )
-        )
+        bus.publish(final(clock, text, utterance=f"u{n}"))
         await recorder.flush()
     await recorder.aclose()
     assert [li.text for li in store.lines("s1")] == ["kept"]
@@ -249,17 +229,7 @@ async def test_a_close_while_the_record_opens_wins(store: TranscriptStore) -> No
     await recorder.aclose()
     gated.release.set()
     await starting
-    final = TranscriptFinal(
-        at=clock.monotonic(),
-        session_id="s1",
-        speaker_id="1001",
-        utterance_id="u1",
-        text="too late",
-        audio_start=clock.monotonic() - 1,
-        audio_end=clock.monotonic(),
-        partials=1,
-    )
-    bus.publish(final)
+    bus.publish(final(clock, "too late"))
     await recorder.flush()
     await recorder.start()  # closed: nothing opens again
     assert store.lines("s1") == [] and recorder.written == 0

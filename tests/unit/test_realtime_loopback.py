@@ -8,10 +8,9 @@ with sleeps.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 import pytest
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from openai.types.realtime import (
@@ -24,18 +23,15 @@ from openai.types.realtime import (
 from openab_voice.clock import FakeClock
 from openab_voice.testing.realtime import (
     CallFunction,
-    LoopbackRealtimeServer,
     Pacing,
     ScriptedListener,
-    ScriptedResponder,
     ToneVoice,
     Turn,
 )
+from tests.fakes.realtime_loopback import MODEL, Factory, client, loopback_servers, until
 
 pytestmark = pytest.mark.timeout(20)
 
-KEY = "sk-loopback-test"
-MODEL = "gpt-realtime"
 TOOLS = [
     {
         "type": "function",
@@ -50,16 +46,6 @@ def pcm(ms: int) -> bytes:
     """``ms`` of 24 kHz mono PCM16 (a ramp, so it is not silence)."""
     n = ms * 24
     return bytes((i * 7) & 0xFF for i in range(2 * n))
-
-
-async def until(connection: AsyncRealtimeConnection, kind: str) -> list[Any]:
-    """Every server event up to and including the first of type ``kind``."""
-    events: list[Any] = []
-    async for event in connection:
-        events.append(event)
-        if event.type == kind:
-            return events
-    raise AssertionError(f"connection closed before {kind}")
 
 
 def audio_of(events: list[Any]) -> bytes:
@@ -80,28 +66,10 @@ def listener() -> ScriptedListener:
     return ScriptedListener("what time is it")
 
 
-Factory = Callable[..., LoopbackRealtimeServer]
-
-
 @pytest.fixture
 async def make_server(voice: ToneVoice, listener: ScriptedListener) -> AsyncIterator[Factory]:
-    servers: list[LoopbackRealtimeServer] = []
-
-    def make(replies: list[Any], **kwargs: Any) -> LoopbackRealtimeServer:
-        kwargs.setdefault("pacing", Pacing(realtime_factor=0))
-        server = LoopbackRealtimeServer(
-            api_key=KEY, responder=ScriptedResponder(replies), listener=listener, voice=voice, **kwargs
-        )
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        await server.aclose()
-
-
-def client(server: LoopbackRealtimeServer, key: str = KEY) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=server.base_url, api_key=key)
+    async with loopback_servers(lambda: listener, lambda: voice) as make:
+        yield make
 
 
 async def manual_turns(connection: AsyncRealtimeConnection) -> None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 import pytest
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from openai.types.realtime import RealtimeErrorEvent
@@ -24,58 +23,26 @@ from openab_voice.testing.realtime import (
     ChatModelResponder,
     Faults,
     Line,
-    LoopbackRealtimeServer,
     Pacing,
     ResponseFailure,
     ScriptedListener,
-    ScriptedResponder,
     Speak,
     ToneVoice,
     Turn,
 )
 from openab_voice.testing.realtime.pacing import Pacer
 from openab_voice.testing.realtime.wire import dump_server_event, server_event_classes, unknown_parameters
+from tests.fakes.realtime_loopback import MODEL, Factory, client, loopback_servers, until
 
 pytestmark = pytest.mark.timeout(20)
-
-KEY = "sk-loopback-test"
-MODEL = "gpt-realtime"
-
-Factory = Callable[..., LoopbackRealtimeServer]
 
 
 @pytest.fixture
 async def make_server() -> AsyncIterator[Factory]:
-    servers: list[LoopbackRealtimeServer] = []
-
-    def make(replies: list[Any], **kwargs: Any) -> LoopbackRealtimeServer:
-        kwargs.setdefault("pacing", Pacing(realtime_factor=0))
-        server = LoopbackRealtimeServer(
-            api_key=KEY,
-            responder=ScriptedResponder(replies),
-            listener=ScriptedListener("hello"),
-            voice=ToneVoice(ms_per_word=200),
-            **kwargs,
-        )
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        await server.aclose()
-
-
-def client(server: LoopbackRealtimeServer, key: str = KEY) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=server.base_url, api_key=key)
-
-
-async def until(connection: AsyncRealtimeConnection, kind: str) -> list[Any]:
-    events: list[Any] = []
-    async for event in connection:
-        events.append(event)
-        if event.type == kind:
-            return events
-    raise AssertionError(f"connection closed before {kind}")
+    async with loopback_servers(
+        lambda: ScriptedListener("hello"), lambda: ToneVoice(ms_per_word=200)
+    ) as make:
+        yield make
 
 
 async def ready(connection: AsyncRealtimeConnection) -> None:

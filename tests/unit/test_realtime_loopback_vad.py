@@ -5,8 +5,9 @@ transcription when asked for. Through the real ``openai`` SDK client; no model l
 from __future__ import annotations
 
 import base64
+import functools
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -19,15 +20,11 @@ from openab_voice.testing.realtime import (
     LoopbackRealtimeServer,
     Pacing,
     ScriptedListener,
-    ScriptedResponder,
     ToneVoice,
 )
+from tests.fakes.realtime_loopback import KEY, MODEL, Factory, loopback_servers, until
 
 pytestmark = pytest.mark.timeout(20)
-
-KEY = "sk-loopback-test"
-MODEL = "gpt-realtime"
-Factory = Callable[..., LoopbackRealtimeServer]
 
 
 def tone(ms: int) -> bytes:
@@ -41,32 +38,8 @@ def silence(ms: int) -> bytes:
 
 @pytest.fixture
 async def make_server() -> AsyncIterator[Factory]:
-    servers: list[LoopbackRealtimeServer] = []
-
-    def make(**kwargs: Any) -> LoopbackRealtimeServer:
-        kwargs.setdefault("pacing", Pacing(realtime_factor=0))
-        server = LoopbackRealtimeServer(
-            api_key=KEY,
-            responder=ScriptedResponder(["Yes?"]),
-            listener=ScriptedListener("turn the lights on"),
-            voice=ToneVoice(),
-            **kwargs,
-        )
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        await server.aclose()
-
-
-async def until(connection: AsyncRealtimeConnection, kind: str) -> list[Any]:
-    events: list[Any] = []
-    async for event in connection:
-        events.append(event)
-        if event.type == kind:
-            return events
-    raise AssertionError(f"connection closed before {kind}")
+    async with loopback_servers(lambda: ScriptedListener("turn the lights on"), ToneVoice) as make:
+        yield functools.partial(make, ["Yes?"])
 
 
 async def append(connection: AsyncRealtimeConnection, pcm: bytes) -> None:

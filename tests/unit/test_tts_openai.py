@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from openab_voice.errors import ProviderRequestFailed, ProviderRequestRejected
 from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.providers.tts_openai import OpenAiTts
+from tests.fakes.http import serve_post
 
 TONE_HZ = 440.0
 
@@ -62,14 +62,8 @@ class FakeSpeechServer:
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[FakeSpeechServer, str]]:
     fake = FakeSpeechServer()
-    app = web.Application()
-    app.router.add_post("/v1/audio/speech", fake.handle)
-    test_server = TestServer(app, host="127.0.0.1")
-    await test_server.start_server()
-    try:
-        yield fake, f"http://127.0.0.1:{test_server.port}/v1"
-    finally:
-        await test_server.close()
+    async with serve_post("/audio/speech", fake.handle) as base_url:
+        yield fake, base_url
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from openab_voice.providers.registry import refuse
 from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.providers.tts_piper import PiperTts, load_voice
 from openab_voice.stt.base import stt_registry
+from tests.fakes.waiting import cancel_once_started
 
 # 3 to 15 words each, like the segmenter's output.
 SENTENCES = (
@@ -118,11 +119,7 @@ async def test_cancelling_the_consumer_stops_synthesis(voice: Any) -> None:
         async for _ in tts.synthesize(" ".join(SENTENCES)):
             got_audio.set()
 
-    task = asyncio.create_task(play())
-    await asyncio.wait_for(got_audio.wait(), 30)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_once_started(asyncio.create_task(play()), got_audio, within_s=30)
     await tts.aclose()
     assert counting.sentences <= 3 < len(SENTENCES)  # the first, the one in flight, one of slack
 

@@ -216,11 +216,7 @@ class VoiceSession:
         """A new voice session: leave the old one (discord.py confirms it), join again."""
         old, self.voice_client = self.voice_client, None
         if old is not None:
-            old.stop_listening()
-            try:
-                await wait_for(self._clock, 5.0, old.disconnect(force=True))
-            except (TimeoutError, discord.DiscordException):
-                log.warning("the broken voice connection did not close cleanly")
+            await self._disconnect(old, "the broken voice connection did not close cleanly")
         delay = _REJOIN_BACKOFF_S
         for attempt in range(1, _REJOIN_ATTEMPTS + 1):
             if self._life.closed:
@@ -259,6 +255,14 @@ class VoiceSession:
             return False
         self.conversation.announce(text, cause=cause)
         return True
+
+    async def _disconnect(self, vc: ReceivingVoiceClient, warning: str) -> None:
+        """Stop receiving and leave the voice channel within 5 s; a failure only logs ``warning``."""
+        vc.stop_listening()
+        try:
+            await wait_for(self._clock, 5.0, vc.disconnect(force=True))
+        except (TimeoutError, discord.DiscordException):
+            log.warning(warning)
 
     def listeners(self) -> frozenset[int]:
         """Everyone in the voice channel but the bot itself, other bots included."""
@@ -351,11 +355,7 @@ class VoiceSession:
             await self.playback.aclose()
         vc = self.voice_client
         if vc is not None:
-            vc.stop_listening()
-            try:
-                await wait_for(self._clock, 5.0, vc.disconnect(force=True))
-            except (TimeoutError, discord.DiscordException):
-                log.warning("voice disconnect did not complete cleanly")
+            await self._disconnect(vc, "voice disconnect did not complete cleanly")
         await self.receiver.aclose()  # publishes the final ReceiveStatsUpdated
         await self.frontend.aclose()
         self._left.close()

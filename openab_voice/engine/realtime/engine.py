@@ -76,6 +76,12 @@ class _Active:
     settled: bool = False
 
 
+def _failed(response_id: str, err: OpenabError) -> ResponseFailed:
+    return ResponseFailed(
+        response_id=response_id, code=err.code, message=err.message, retryable=err.retryable
+    )
+
+
 class RealtimeEngine:
     """See the module docstring.
 
@@ -164,14 +170,7 @@ class RealtimeEngine:
         if link is None:
             err = self.failure or connection_error(ConnectionError("no provider session"), model=self._model)
             self._active = _Active(response=self._response(link, handle, prepared), user=prepared.user)
-            self._b.report(
-                ResponseFailed(
-                    response_id=effect.response_id,
-                    code=err.code,
-                    message=err.message,
-                    retryable=err.retryable,
-                )
-            )
+            self._b.report(_failed(effect.response_id, err))
             return
         active = _Active(response=self._response(link, handle, prepared), user=prepared.user)
         self._active = active
@@ -292,14 +291,7 @@ class RealtimeEngine:
                 exc if isinstance(exc, OpenabError) else ResponseError(f"realtime: {exc!r}", stage="realtime")
             )
             if self._active is active and not self._session.lost:  # a lost session is reported once, as such
-                self._b.report(
-                    ResponseFailed(
-                        response_id=handle.response_id,
-                        code=err.code,
-                        message=err.message,
-                        retryable=err.retryable,
-                    )
-                )
+                self._b.report(_failed(handle.response_id, err))
             return
         interrupted = False
         if position is not None:
