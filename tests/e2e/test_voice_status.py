@@ -63,6 +63,11 @@ async def test_a_turn_shows_listening_thinking_speaking_listening(voices) -> Non
             lambda: statuses(h)[-1:] == ["Listening"] and len(statuses(h)) > 1,
             lambda: f"Listening again; statuses {statuses(h)}",
         )
+        # The emulator records an update when the request arrives; the bot counts it once the answer
+        # is back: wait for the bot's side too before asking it.
+        shown = h.session.voice_status
+        assert shown is not None
+        await until(lambda: shown.sent == len(statuses(h)), lambda: f"the bot's count; {shown.snapshot()}")
         reply = await h.command("status")
         await h.bot.voice.leave(h.emulator.guild_id)
         log = h.emulator.voice_statuses
