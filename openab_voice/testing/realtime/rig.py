@@ -106,15 +106,13 @@ class RealtimeRig(Rig):
             ),
         )
         self.desk = TranscriptDesk([self.intake] if self.intake is not None else [], self.manager)
-        await self.output.__aenter__()
-        await self.manager.start()
+        await super().__aenter__()
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.manager.aclose()
-        await self.output.aclose()
+        await super().__aexit__(et, e, tb)
         await self.connector.aclose()
         await self.server.aclose()
         if self.claims is not None:
