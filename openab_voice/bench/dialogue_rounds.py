@@ -5,6 +5,11 @@
 * **echo**: only the echo of the bot's answer comes back; every ``InterruptionDetected`` is an
   ``echo_false_interrupts``.
 
+* **backchannel**: a backchannel ("okay, got it", "yeah", ...) over the answer, then a "wait,
+  stop please" over what follows. A ``backchannel_cutoffs`` when the backchannel was answered as a
+  turn, or it stopped the answer and the answer never resumed; a ``real_interruptions_missed`` when
+  the stop did not interrupt the bot, or the answer resumed after it (docs/adr/0019-backchannels.md).
+
 ``eou_to_first_audio_ms``: from the end of the question's speech as sent to the bot's first audio
 packet at the emulator. Method in detail: docs/adr/0018-benchmarks-on-real-components.md.
 """
@@ -18,14 +23,26 @@ from openab_voice.bench.dialogue_clips import Clips
 from openab_voice.bench.dialogue_report import Samples
 from openab_voice.bench.dialogue_session import POLL_S, USER, WAIT_S, DialogueSession
 from openab_voice.clock import wait_for
-from openab_voice.engine.events import BotUtteranceFinished, InterruptionDetected, ProviderTruncated
+from openab_voice.engine.events import (
+    BotUtteranceFinished,
+    DialogueStateChanged,
+    InterruptionDetected,
+    ProviderTruncated,
+    TurnAccepted,
+)
+from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
-from openab_voice.testing.emulator import EchoPath
+from openab_voice.testing.emulator import EchoPath, prepare_speech
 
 _SILENCE_FRAME_S = 0.02
 _INTERRUPT_AFTER_S = 1.0  # after the bot's first audio reached the emulator
 _PAUSE_S = 0.15  # no bot audio this long: the bot paused (packets come every 20 ms while it speaks)
 _CONCLUDE_S = 5.0  # after the interruption was said, its transcript (or discard) comes within this
+# One per trial, in turn. The short ones (~0.3 s of speech) may fall inside the echo canceller's
+# double-talk suppression and not be heard at all; the longer ones (~1 s) are.
+BACKCHANNELS = ("Okay, got it.", "Yeah.", "Yeah, that's right.", "Mm-hmm.")
+_RESUMES = ("backchannel", "false_interruption")  # causes of a cut answer going on
+_RESUME_WITHIN_S = 3.0  # after the backchannel's transcript, the answer goes on within this
 
 
 async def ask(s: DialogueSession, clips: Clips, samples: Samples) -> float:
@@ -127,3 +144,66 @@ async def echo_round(s: DialogueSession, clips: Clips, echo: EchoPath, samples: 
     await s.until(lambda: bool(s.of(BotUtteranceFinished, mark)), "the answer did not finish")
     await s.settle()
     samples.echo_false_interrupts.append(len(s.of(InterruptionDetected, mark)))
+
+
+async def backchannel_clips(tts: TextToSpeech) -> tuple[bytes, ...]:
+    """:data:`BACKCHANNELS` in the bot's own voice, encoded ahead as the other clips are."""
+    clips = tuple([b"".join([c async for c in tts.synthesize(text)]) for text in BACKCHANNELS])
+    prepare_speech(*clips)
+    return clips
+
+
+async def backchannel_round(s: DialogueSession, clips: Clips, backchannel: bytes, samples: Samples) -> None:
+    """A backchannel over the answer, then a real interruption over what follows (asked again when
+    the backchannel ended the answer). Its questions' waits are not this round's figures."""
+    speaker = s.h.emulator.speaker(USER)
+    sink = s.h.emulator.bot_audio
+    first = await ask(s, clips, Samples())
+    await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
+    mark = len(s.events)
+    onset = s.clock.monotonic()
+    paused = asyncio.ensure_future(_audio_pause_after(s, onset, mark))
+    try:
+        samples.backchannels += 1
+        await speaker.say(backchannel)
+        said = s.clock.monotonic()
+        await s.poll(lambda: _concluded(s, mark), _CONCLUDE_S)
+        cut = bool(s.of(InterruptionDetected, mark))
+
+        def went_on() -> bool:
+            return not cut or any(e.cause in _RESUMES for e in s.of(DialogueStateChanged, mark))
+
+        def sounding() -> bool:  # a cut answer sounds again once it resumed
+            return went_on() and (not cut or sink.first_audio_after(said) is not None)
+
+        await s.poll(sounding, _RESUME_WITHIN_S)
+        answered = any(e.speaker_id == str(USER) for e in s.of(TurnAccepted, mark))
+        if answered or not went_on():
+            samples.backchannel_cutoffs += 1
+        last = await wait_for(s.clock, WAIT_S, paused) if cut else None
+    finally:
+        paused.cancel()
+    if cut:
+        samples.backchannel_barge_ins += 1
+        resumed = sink.first_audio_after(last) if last is not None else None
+        if last is not None and resumed is not None and not answered:
+            samples.backchannel_gap.append((resumed - last) * 1000.0)
+    if s.state not in ("thinking", "speaking"):  # the answer is over: ask again, to be interrupted
+        await s.settle()
+        first = await ask(s, clips, Samples())
+        await s.clock.sleep(first + _INTERRUPT_AFTER_S - s.clock.monotonic())
+    else:
+        await s.clock.sleep(_INTERRUPT_AFTER_S)
+    mark = len(s.events)
+    samples.real_interruptions += 1
+    await speaker.say(clips.stop)
+    await s.poll(lambda: _concluded(s, mark), _CONCLUDE_S)
+    await s.settle()  # a resumed answer (the stop taken for a false alarm) plays out first
+    resumed_after = any(e.cause in _RESUMES for e in s.of(DialogueStateChanged, mark))
+    if not s.of(InterruptionDetected, mark) or resumed_after:
+        samples.real_interruptions_missed += 1
+
+
+def _concluded(s: DialogueSession, mark: int) -> bool:
+    """The user is done and their speech since ``mark`` was transcribed (or discarded)."""
+    return s.user_idle() and bool(s.of(TranscriptFinal, mark) or s.of(TranscriptDiscarded, mark))

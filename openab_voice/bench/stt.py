@@ -10,26 +10,23 @@ target: :data:`TARGET_FIRST_STABLE_MS`. Method: docs/adr/0018-benchmarks-on-real
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import itertools
 from typing import Any
 
 import numpy as np
 
 from openab_voice.audio import scenes
-from openab_voice.audio.frame import ProcessedFrame
-from openab_voice.audio.frontend import FrontEnd
 from openab_voice.audio.settings import FrontEndSettings
+from openab_voice.bench.replay import Replay, front_end
 from openab_voice.bench.stats import summary
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.clock import FakeClock, perf_ns
-from openab_voice.stt.base import Hypothesis, SpeechToText, SttConfig
+from openab_voice.stt.base import SttConfig
 from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal, TranscriptPartial
 from openab_voice.stt.faster_whisper import create
 from openab_voice.stt.redecode import RedecodeCore
 from openab_voice.stt.stability import normalize_words
-from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
+from openab_voice.stt.utterances import TranscriberSettings
 
 __all__ = ["CLIPS", "TARGET_FIRST_STABLE_MS", "run", "word_error_rate"]
 
@@ -41,7 +38,6 @@ CLIPS: dict[str, str] = {
     "far_end": "Sure, the build finished a few minutes ago, and all of the integration tests passed.",
 }
 _GAP_S = 1.0
-_SPEAKER = "bench-speaker"
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
@@ -74,54 +70,6 @@ def _timeline(utterances: int, start: float) -> tuple[np.ndarray, list[_Spoken]]
         t += _GAP_S + clip.size / scenes.CLIP_RATE
     parts.append(scenes.silence(_GAP_S))
     return np.concatenate(parts), spoken
-
-
-def _front_end(samples: np.ndarray, start: float, settings: FrontEndSettings) -> list[ProcessedFrame]:
-    clock = FakeClock(start)
-    frontend = FrontEnd(settings, bus=EventBus(), clock=clock)
-    out: list[ProcessedFrame] = []
-    for frame in scenes.discord_frames(samples, speaker_id=_SPEAKER, start_time=start):
-        frontend.push_capture(frame)
-        out += frontend.process_pending()
-        clock.advance(frame.duration)
-    frontend.remove_speaker(_SPEAKER)
-    frontend.process_pending()
-    return out
-
-
-class _Replay:
-    """Runs the decodes a transcriber asks for and delivers each at start + measured duration."""
-
-    def __init__(self, transcriber: RedecodeCore, stt: SpeechToText, clock: FakeClock) -> None:
-        self._transcriber, self._stt, self._clock = transcriber, stt, clock
-        self._pending: list[tuple[float, int, DecodeJob, Hypothesis | BaseException]] = []
-        self._order = itertools.count()
-        self.decode_ms: dict[str, list[float]] = {"partial": [], "speculative": [], "final": []}
-
-    def start(self, jobs: list[DecodeJob]) -> None:
-        for job in jobs:
-            began = perf_ns()
-            result: Hypothesis | BaseException
-            try:
-                result = self._stt.transcribe(job.samples, final=job.final, quick=job.quick)
-            except Exception as exc:  # delivered to the transcriber, which reports it
-                result = exc
-            seconds = (perf_ns() - began) / 1e9
-            kind = "speculative" if job.speculative else "final" if job.final else "partial"
-            self.decode_ms[kind].append(seconds * 1000.0)
-            done = self._clock.monotonic() + seconds
-            heapq.heappush(self._pending, (done, next(self._order), job, result))
-
-    def advance_to(self, when: float) -> None:
-        while self._pending and self._pending[0][0] <= when:
-            done, _, job, result = heapq.heappop(self._pending)
-            self._clock.advance(max(0.0, done - self._clock.monotonic()))
-            self.start(self._transcriber.complete(job, result))
-        self._clock.advance(max(0.0, when - self._clock.monotonic()))
-
-    def drain(self) -> None:
-        while self._pending:
-            self.advance_to(self._pending[0][0])
 
 
 def _fast_vs_padded(config: SttConfig) -> dict[str, Any]:
@@ -165,20 +113,16 @@ def run(
     settings = settings or TranscriberSettings()
     start = 1000.0
     samples, spoken = _timeline(utterances, start)
-    frames = _front_end(samples, start, frontend or FrontEndSettings())
+    frames = front_end(samples, start, frontend or FrontEndSettings())
 
     stt = create(config)
     bus, clock = EventBus(), FakeClock(start)
     events: list[Event] = []
     bus.subscribe(Event, events.append)
     transcriber = RedecodeCore(stt.capabilities, emit=bus.publish, clock=clock, settings=settings)
-    replay = _Replay(transcriber, stt, clock)
+    replay = Replay(transcriber, stt, clock)
     try:
-        for frame in frames:
-            replay.advance_to(frame.frame.timestamp + frame.frame.duration)
-            replay.start(transcriber.push(frame))
-        replay.start(transcriber.flush())
-        replay.drain()
+        replay.run(frames)
     finally:
         stt.close()
     result = _report(events, spoken, replay.decode_ms, stt_stats=dict(getattr(stt, "stats", {})))

@@ -61,6 +61,7 @@ def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
         preemptive=not args.no_preemptive,
         engine=args.engine,
         first_audio_latency_ms=args.first_audio_ms,
+        load=args.load,
     )
 
 
@@ -101,6 +102,18 @@ def _bench_transcript(args: argparse.Namespace) -> dict[str, Any]:
     return run(speakers=args.speakers, hours=args.hours)
 
 
+def _bench_tts(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.tts import run
+
+    return run(rounds=args.trials, load=args.load)
+
+
+def _bench_turns(args: argparse.Namespace) -> dict[str, Any]:
+    from openab_voice.bench.turns import run
+
+    return run()
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "actions": _bench_actions,
     "dialogue": _bench_dialogue,
@@ -112,6 +125,8 @@ BENCHES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "stt": _bench_stt,
     "transcribe": _bench_transcribe,
     "transcript": _bench_transcript,
+    "tts": _bench_tts,
+    "turns": _bench_turns,
 }
 
 

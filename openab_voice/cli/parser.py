@@ -96,7 +96,7 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
-    p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials")
+    p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials; tts: rounds")
     p.add_argument("--records", type=int, default=100_000, help="memory: records stored")
     p.add_argument("--hours", type=float, default=2.0, help="transcript: length of the session")
     p.add_argument("--transitions", type=int, default=2000, help="actions: store transitions to time")

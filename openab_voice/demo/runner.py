@@ -19,7 +19,7 @@ from openab_voice.clock import Clock, SystemClock, wait_for
 from openab_voice.config import Settings
 from openab_voice.demo.channel import text_channel_report
 from openab_voice.demo.realtime import loopback_provider
-from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec
+from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec, split_pauses
 from openab_voice.demo.slash import SlashCall, voice_commands
 from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.report.builder import ReportBuilder
@@ -40,13 +40,23 @@ def greeting_pcm() -> bytes:
 
 async def synthesize_lines(scenario: Scenario) -> dict[str, bytes]:
     """Text -> 48 kHz stereo PCM for every ``say`` item, synthesized before the demo starts so that
-    synthesis time never shifts the timeline. Uses the local Piper voice."""
+    synthesis time never shifts the timeline. Uses the local Piper voice; a ``<pause S>`` in a line
+    is S seconds of silence between its parts, each part synthesized on its own (a speaker who stops
+    to think mid-sentence)."""
     lines = {item.say for spec in scenario.speakers for item in spec.audio if item.say is not None}
     if not lines:
         return {}
     tts = tts_registry().create("piper", TtsConfig())
+
+    async def spoken(line: str) -> bytes:
+        pcm = b""
+        for part, pause_s in split_pauses(line):
+            pcm += b"".join([chunk async for chunk in tts.synthesize(part)])
+            pcm += bytes(round(pause_s * 48_000) * 4)  # 48 kHz, 2 channels, 16 bits
+        return pcm
+
     try:
-        return {line: b"".join([chunk async for chunk in tts.synthesize(line)]) for line in sorted(lines)}
+        return {line: await spoken(line) for line in sorted(lines)}
     finally:
         await tts.aclose()
 

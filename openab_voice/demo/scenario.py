@@ -33,7 +33,8 @@ Schema (all times in seconds from the moment the bot's voice connection is ready
     }
 
 ``file`` paths are relative to the scenario file's folder; any WAV rate / channel count works.
-``say`` is synthesized with the local Piper voice before the demo starts.
+``say`` is synthesized with the local Piper voice before the demo starts; ``<pause 0.8>`` in it is
+0.8 s of silence between the parts said around it (``"What is the capital of <pause 0.8> France?"``).
 ``slash`` is any command of the ``/voice`` group, checked against the group itself
 (:mod:`openab_voice.demo.slash`); every reply, ephemeral ones and attached files included, is in the
 report's ``text_channel``.
@@ -46,6 +47,7 @@ so talking over the bot does not depend on how fast this machine answers.
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -55,6 +57,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openab_voice.demo.slash import SlashCall, parse_slash
 from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.testing.emulator.voice_events import VoiceAction, VoiceEvent
+
+_PAUSE = re.compile(r"<pause\s+(\d+(?:\.\d+)?)>")
+
+
+def split_pauses(line: str) -> list[tuple[str, float]]:
+    """A ``say`` line's parts, each with the pause that follows it (0 after the last)."""
+    pieces = _PAUSE.split(line)
+    texts, pauses = pieces[0::2], [float(p) for p in pieces[1::2]] + [0.0]
+    return [(text.strip(), pause) for text, pause in zip(texts, pauses, strict=True) if text.strip()]
 
 
 class AudioItem(BaseModel):

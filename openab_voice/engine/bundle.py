@@ -8,7 +8,9 @@ from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
 from openab_voice.providers.chat import ChatModel
 from openab_voice.providers.realtime import RealtimeConnector
 from openab_voice.providers.tts import TextToSpeech
+from openab_voice.providers.turn import TurnDetector
 from openab_voice.stt.base import SpeechToText
+from openab_voice.stt.endpointing import EndOfTurnSettings
 from openab_voice.stt.utterances import TranscriberSettings
 
 
@@ -20,6 +22,9 @@ class ConversationProviders:
     tts: TextToSpeech | None = None
     chat: ChatModel | None = None
     transcriber: TranscriberSettings = field(default_factory=TranscriberSettings)
+    turn_detector: TurnDetector | None = None
+    """Judges the pauses in a turn (``OPENAB_END_OF_TURN=semantic``); None: silence alone ends one."""
+    turns: EndOfTurnSettings = field(default_factory=EndOfTurnSettings)
     dialogue: DialogueSettings | None = None
     capabilities: EngineCapabilities | None = None
     realtime: RealtimeConnector | None = None
@@ -37,3 +42,5 @@ class ConversationProviders:
             await self.tts.aclose()
         if self.stt is not None:
             self.stt.close()
+        if self.turn_detector is not None:
+            self.turn_detector.close()

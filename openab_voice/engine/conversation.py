@@ -139,7 +139,9 @@ class ConversationManager:
             max_notes=settings.max_channel_notes,
         )
         self._controller = InterruptionController(
-            mode=settings.mode, resume=settings.resume_after_false_interruption
+            mode=settings.mode,
+            resume=settings.resume_after_false_interruption,
+            backchannels=settings.ignore_backchannels,
         )
         if engine is None:
             if chat is None or tts is None or output is None or tools is None:
@@ -285,13 +287,14 @@ class ConversationManager:
             case SpeculationWithdrawn():
                 self._responses.drop_prepared(item.utterance_id)
             case TranscriptPartial():
-                self._hearing.partial(item)
+                await self._hearing.partial(item)
             case TranscriptDiscarded():
                 await self._hearing.discarded(item)
             case SpeechStarted():
                 await self._hearing.speech_started(item)
             case SpeechEnded():
-                await self._dialogue.resume(self._controller.on_speech_ended(item.speaker_id))
+                ended = self._controller.on_speech_ended(item.speaker_id, duration_s=item.duration_s)
+                await self._dialogue.resume(ended)
             case _WindowExpired():
                 await self._dialogue.resume(self._controller.on_window_expired(item.token))
             case _Announce():

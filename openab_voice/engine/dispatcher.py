@@ -133,7 +133,8 @@ class EffectDispatcher:
         await self.dispatch(ResumeRequested(turn_id=rid, response_id=rid, cause="announcement"))
 
     async def resume(self, plan: ResumePlan | None) -> None:
-        """After a false interruption: say the cut sentence (and the rest) again, if still listening."""
+        """After a false interruption (or a backchannel): say the cut sentence (and the rest) again, if
+        still listening."""
         if plan is None:
             return
         self._cancel_window()
@@ -144,7 +145,7 @@ class EffectDispatcher:
         self._prepared[response_id] = PreparedResponse(
             user=None, replay=plan.replay, cause=plan.cause, exact=plan.exact
         )
-        await self.dispatch(ResumeRequested(turn_id=plan.turn_id, response_id=response_id))
+        await self.dispatch(ResumeRequested(turn_id=plan.turn_id, response_id=response_id, cause=plan.reason))
 
     # --- the state machine and its effects -------------------------------------------------------
 

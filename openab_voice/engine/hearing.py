@@ -7,7 +7,9 @@ was false. A final an intake took is no turn, but a real interruption. Partials 
 tracking (:class:`~openab_voice.engine.turns.EarlyNames`: the wake name the stable partials agreed
 on, put back where the whole utterance's decode misheard it) and the interruption controller. A
 speculative final (preemptive generation) prepares the answer the final would get, held until it
-comes. A human starting to speak while a response runs is a barge-in (``InterruptionDetected``).
+comes. A human starting to speak while a response runs is a barge-in (``InterruptionDetected``); a
+backchannel said over the bot ("yeah", "mm-hmm") is no turn (``TurnIgnored(reason="backchannel")``)
+and what it cut resumes (docs/adr/0019-backchannels.md).
 """
 
 from __future__ import annotations
@@ -112,9 +114,10 @@ class Hearing:
     def speculative(self, event: TranscriptSpeculative) -> None:
         self._on_speculative(self._as_heard(event))
 
-    def partial(self, event: TranscriptPartial) -> None:
+    async def partial(self, event: TranscriptPartial) -> None:
         self._early_names.note(event.utterance_id, event.text, self._policy.wake_name, stable=event.stable)
-        self._controller.on_partial(event.speaker_id, event.text)
+        # A stable backchannel whose speech already ended resumes what it cut, before its final.
+        await self._dialogue.resume(self._controller.on_partial(event, wake_name=self._policy.wake_name))
 
     async def discarded(self, event: TranscriptDiscarded) -> None:
         self._early_names.forget(event.utterance_id)
@@ -158,6 +161,8 @@ class Hearing:
         if self._dialogue.snapshot.state is DialogueState.RECOVERING:
             self._ignored(event, "recovering")  # the engine's provider session is being re-established
             return
+        if await self._backchannel(event):
+            return
         turn_id = f"turn-{next(self._turn_ids)}"
         self._bus.publish(
             TurnAccepted(
@@ -181,6 +186,16 @@ class Hearing:
             audio_start=event.audio_start,
         )
         await self._dialogue.answer(turn_id, prepared)
+
+    async def _backchannel(self, event: TranscriptFinal) -> bool:
+        """A backchannel said over the bot ("yeah", "mm-hmm"): no turn, and what it cut resumes."""
+        state = self._dialogue.snapshot.state
+        taken = self._controller.take_backchannel(state, event, wake_name=self._policy.wake_name)
+        if taken is None:
+            return False
+        self._ignored(event, "backchannel")
+        await self._dialogue.resume(taken.plan)
+        return True
 
     def _as_heard(self, event: _Decoded) -> _Decoded:
         """``event`` with the wake name its stable partials agreed on, where the decode of the whole
@@ -212,6 +227,13 @@ class Hearing:
             or self._announcements
             or not self._policy.decide(speaker_id=event.speaker_id, text=event.text).accepted
             or self._half_duplex_ignores(event.audio_start, event.audio_end)
+            or self._controller.is_backchannel(
+                self._dialogue.snapshot.state,
+                speaker_id=event.speaker_id,
+                text=event.text,
+                duration_s=event.audio_end - event.audio_start,
+                wake_name=self._policy.wake_name,
+            )
         ):
             return
         # The same answer as the final's would get (see engine/answers.py), held until it comes.

@@ -60,6 +60,8 @@ class DialogueSettings:
         false_interruption_window_s: after an interruption, how long to wait for a transcript
             before treating it as a false alarm (a cough) and repeating the cut sentence.
         resume_after_false_interruption: repeat the cut sentence after a false interruption.
+        ignore_backchannels: a short "yeah", "mm-hmm", "okay" said over the bot is no turn, and the
+            bot resumes from the cut sentence (:mod:`~openab_voice.engine.backchannel`).
         max_response_sentences: sentences spoken per response at most (the model is stopped after).
         max_tool_rounds: model -> tools -> model rounds per response at most.
         cancel_timeout_s: bound on waiting for a cancelled response to unwind.
@@ -78,6 +80,7 @@ class DialogueSettings:
     max_channel_notes: int = 20
     false_interruption_window_s: float = 2.0
     resume_after_false_interruption: bool = True
+    ignore_backchannels: bool = default_of(VoiceSettings, "ignore_backchannels")
     max_response_sentences: int = 8
     max_tool_rounds: int = 3
     cancel_timeout_s: float = 2.0

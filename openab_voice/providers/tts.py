@@ -31,6 +31,8 @@ class TtsConfig:
         volume: output gain multiplier (Piper).
         threads: onnxruntime intra-op threads for Piper (None: onnxruntime's default, all cores).
             Its pool never spin-waits between runs (see ``tts_piper.load_voice``).
+        first_chunk_words: Piper synthesizes a sentence's first this many words apart, so its first
+            audio does not wait for the whole sentence (0: whole sentences; ADR 0020).
         base_url: OpenAI-compatible server (None: the openai client's default / ``OPENAI_BASE_URL``).
         api_key: its key (never logged, excluded from ``repr``).
         model: OpenAI TTS model.
@@ -48,6 +50,7 @@ class TtsConfig:
     speaker_id: int | None = None
     volume: float = 1.0
     threads: int | None = 2
+    first_chunk_words: int = default_of(VoiceSettings, "tts_first_chunk_words")
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     model: str = "gpt-4o-mini-tts"

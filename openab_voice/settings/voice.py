@@ -103,6 +103,25 @@ class VoiceSettings(BaseModel):
     noise_suppression: bool = Field(default=True, description="WebRTC noise suppression.")
     auto_gain_control: bool = Field(default=True, description="WebRTC automatic gain control.")
     vad_min_silence_ms: int = Field(default=400, ge=100, le=5000, description="Silence that ends speech.")
+    end_of_turn: Literal["semantic", "silence"] = Field(
+        default="semantic",
+        description=(
+            "semantic: a pause is judged by Smart Turn v3.2 and its words (ends the turn early, or waits "
+            "past the VAD's silence); silence: the VAD's silence alone ends a turn."
+        ),
+    )
+    turn_decide_after_ms: int = Field(
+        default=200, ge=50, le=2000, description="semantic: a pause is judged once it lasts this long."
+    )
+    turn_max_silence_ms: int = Field(
+        default=1500, ge=200, le=10_000, description="semantic: the longest pause judged incomplete waits."
+    )
+    turn_threshold: float = Field(
+        default=0.5, gt=0, lt=1, description="semantic: the model's P(complete) that can end a turn."
+    )
+    turn_model_path: str | None = Field(
+        default=None, description="semantic: a Smart Turn v3 ONNX file (default: the pipecat-ai wheel's)."
+    )
     audio_drift_tolerance_ms: float = Field(
         default=60.0, gt=0, le=1000, description="Capture/render skew that raises audio_reference_drift."
     )
@@ -128,6 +147,13 @@ class VoiceSettings(BaseModel):
         default=True,
         description="Prepare the answer while the end of speech is confirmed (said only if it holds).",
     )
+    ignore_backchannels: bool = Field(
+        default=True,
+        description=(
+            "A short 'yeah', 'mm-hmm', 'okay' said over the bot is no turn: it goes on from the cut "
+            "sentence ('wait', 'stop', its name or a sentence still interrupt)."
+        ),
+    )
     wake_name: str | None = Field(
         default=None,
         min_length=1,
@@ -142,6 +168,15 @@ class VoiceSettings(BaseModel):
     )
     tts_provider: Literal["piper", "openai"] = Field(default="piper", description="Text-to-speech provider.")
     tts_voice: str = Field(default="alloy", description="Voice name for the openai TTS provider.")
+    tts_first_chunk_words: int = Field(
+        default=4,
+        ge=0,
+        le=32,
+        description=(
+            "Piper: a sentence's first this many words (or up to an earlier comma) are synthesized and "
+            "played while the rest is synthesized; 0: whole sentences."
+        ),
+    )
     chat_provider: Literal["llama", "openai"] = Field(
         default="llama", description="Chat model: llama (offline SmolLM2) or openai (any compatible server)."
     )

@@ -100,3 +100,21 @@ class TranscriptionBacklog(Event):
     partials_shed: int
     oldest_wait_ms: float
     stage: str = "stt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnDecided(Event):
+    """The end-of-turn stage judged a pause in an open utterance (:mod:`openab_voice.stt.endpointing`).
+
+    ``complete``: the utterance ended at the pause (its final follows at once). Otherwise the
+    speaker is waited for up to the maximum silence, past the VAD's own end of speech.
+    """
+
+    speaker_id: str
+    utterance_id: str
+    complete: bool
+    probability: float | None  # the model's P(complete); None when it failed
+    text_continues: bool  # the pause's transcript ends on a word no sentence ends on
+    pause_ms: float  # how long the pause had lasted when the check was asked
+    check_ms: float  # the model run
+    stage: str = "stt"

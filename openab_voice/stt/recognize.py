@@ -25,6 +25,7 @@ from openab_voice.stt.events import (
     TranscriptionBacklog,
     TranscriptPartial,
     TranscriptSpeculative,
+    TurnDecided,
 )
 
 __all__ = ["RecognitionEvent", "RecognizeStream", "Recognizer"]
@@ -37,6 +38,7 @@ RecognitionEvent = (
     | TranscriptDiscarded
     | LatencyMeasured
     | TranscriptionBacklog
+    | TurnDecided
     | ErrorRaised
 )
 

@@ -26,6 +26,7 @@ from openab_voice.bus.events import Event
 from openab_voice.clock import Clock
 from openab_voice.errors import AudioError
 from openab_voice.stt.base import Hypothesis, SttCapabilities
+from openab_voice.stt.endpointing import EndOfTurnStage, TurnCheck
 from openab_voice.stt.stability import StabilityFilter
 from openab_voice.stt.transcripts import TranscriptReporter
 from openab_voice.stt.utterances import DecodeJob, SpeakerState, TranscriberSettings, Utterance
@@ -43,6 +44,8 @@ class RedecodeCore:
         clock: injected clock (event times and latency).
         settings: tunables.
         session_id: stamped on every event.
+        turns: the end-of-turn stage (None: a turn ends on the VAD's silence alone); its checks are
+            collected with :meth:`take_turn_checks` and answered with :meth:`turn_judged`.
     """
 
     def __init__(
@@ -53,8 +56,13 @@ class RedecodeCore:
         clock: Clock,
         settings: TranscriberSettings | None = None,
         session_id: str | None = None,
+        turns: EndOfTurnStage | None = None,
     ) -> None:
         self._clock = clock
+        self._session = session_id
+        self._emit = emit
+        self.turns = turns
+        self._checks: list[TurnCheck] = []
         self.settings = settings or TranscriberSettings()
         self._report = TranscriptReporter(emit, clock=clock, settings=self.settings, session_id=session_id)
         self._rate = capabilities.sample_rate
@@ -88,21 +96,34 @@ class RedecodeCore:
             self._end(speaker)  # a frame after a capture-stopped end belongs to the next utterance
         samples = audio.samples().reshape(-1)
         utt = speaker.current
-        if frame.user_speech:
+        quiet = frame.speech_probability < self.settings.speculate_below
+        if speaker.after_turn:  # the turn ended at a pause the VAD still counts as speech
+            if frame.user_speech and quiet:
+                self._keep_pre_roll(speaker, samples)
+                return self._schedule()
+            speaker.after_turn = False  # the VAD caught up, or new words: a new utterance
+        if utt is not None and not frame.user_speech and self.turns is not None and self.turns.holds(utt):
+            utt.holding = True  # the VAD ended the speech; the end-of-turn stage has not (yet)
+        if frame.user_speech or (utt is not None and utt.holding):
             if utt is None:
                 utt = speaker.current = self._begin(audio.speaker_id, speaker, audio.timestamp)
+            utt.holding = not frame.user_speech  # the speaker talks on: the VAD's next end is judged anew
             utt.chunks.append(samples)
             utt.samples += samples.size
             utt.audio_end = audio.timestamp + audio.duration
-            if frame.speech_probability < self.settings.speculate_below:
+            if quiet:
                 if utt.quiet_since is None:
                     utt.quiet_since = audio.timestamp
                 self._announce_if_due(utt)
+                self._judge_if_due(utt)
             elif utt.quiet_since is not None:
                 utt.quiet_since = None  # speech again: a speculative final is stale
                 self._report.withdraw(utt)
             reached = speaker.end_at is not None and utt.audio_end >= speaker.end_at - _END_TOLERANCE_S
-            if reached or utt.samples >= self.settings.max_utterance_s * self._rate:
+            if utt.holding and self.turns is not None and self.turns.ends_held(utt):
+                utt.audio_end = utt.quiet_since or utt.audio_end  # the turn ended at the pause
+                self._end(speaker)
+            elif reached or utt.samples >= self.settings.max_utterance_s * self._rate:
                 self._end(speaker)  # at the length cap, the next speech frame starts a new utterance
         else:
             if utt is not None:
@@ -171,6 +192,7 @@ class RedecodeCore:
                 else:
                     utt.spec = result
                     self._announce_if_due(utt)
+                    self._judge_if_due(utt)
         elif not utt.concluded:
             if isinstance(result, BaseException):
                 self._report.failed(job, result)
@@ -178,6 +200,40 @@ class RedecodeCore:
                 self._report.finish(utt, result)
             else:
                 self._report.partial(utt, result, job.audio_end)
+
+    def take_turn_checks(self) -> list[TurnCheck]:
+        """The pauses due for the end-of-turn detector since the last call (run each, then
+        :meth:`turn_judged`)."""
+        checks, self._checks = self._checks, []
+        return checks
+
+    def turn_judged(
+        self, check: TurnCheck, result: float | BaseException, check_ms: float
+    ) -> list[DecodeJob]:
+        """Apply the detector's P(complete) for ``check`` (or the exception it raised); returns the
+        decodes to start. A failed model run gives no verdict: the VAD's end of speech decides."""
+        assert self.turns is not None
+        utt = check._utterance
+        decided = self.turns.verdict(
+            check, result, check_ms, at=self._clock.monotonic(), session_id=self._session
+        )
+        self._emit(decided)
+        if utt.turn_quiet == check.quiet_since:
+            utt.turn_pending = False
+            utt.verdict = decided.complete if decided.probability is not None else None
+        speaker = self._speakers.get(check.speaker_id)
+        if (
+            self.closed
+            or speaker is None
+            or speaker.current is not utt
+            or utt.quiet_since != check.quiet_since
+        ):
+            return []  # the speaker talked on, or the utterance ended meanwhile: nothing to decide
+        if decided.complete or (utt.holding and self.turns.ends_held(utt)):
+            utt.audio_end = check.quiet_since
+            speaker.after_turn = not utt.holding  # the VAD has not ended this speech yet
+            self._end(speaker)
+        return self._schedule()
 
     def flush(self) -> list[DecodeJob]:
         """End every utterance in progress (the stream stopped); returns the final decodes to start."""
@@ -343,6 +399,10 @@ class RedecodeCore:
         assert utt.quiet_since is not None
         after = self.settings.speculate_after_ms / 1000.0
         return utt.audio_end - utt.quiet_since >= after or utt.paused_quiet == utt.quiet_since
+
+    def _judge_if_due(self, utt: Utterance) -> None:
+        if self.turns is not None and self._is_open(utt) and (check := self.turns.due(utt)) is not None:
+            self._checks.append(check)
 
     def _announce_if_due(self, utt: Utterance) -> None:
         """Announce the quiet run's speculative final once it is decoded and the run long enough."""

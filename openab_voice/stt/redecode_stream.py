@@ -12,21 +12,27 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import logging
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import Event
-from openab_voice.clock import Clock
+from openab_voice.clock import Clock, perf_ns
+from openab_voice.errors import ConfigError
 from openab_voice.priority import audio_boost_available, lower_current_thread
+from openab_voice.providers.turn import TurnDetector
 from openab_voice.stt.base import Hypothesis, SpeechToText
+from openab_voice.stt.endpointing import EndOfTurnSettings, EndOfTurnStage, TurnCheck
 from openab_voice.stt.recognize import RecognitionEvent
 from openab_voice.stt.redecode import RedecodeCore
 from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
 from openab_voice.tasks import TaskOwner
 
 __all__ = ["RedecodeRecognizer", "RedecodeStream", "StreamPhase"]
+
+log = logging.getLogger(__name__)
 
 
 class StreamPhase(enum.Enum):
@@ -45,21 +51,55 @@ class RedecodeRecognizer:
         stt: the provider (its owner closes it, not the streams).
         clock: injected clock (event times and latency).
         settings: the scheduling tunables.
+        turn_detector: judges pauses (:mod:`openab_voice.stt.endpointing`); None: a turn ends on
+            the VAD's silence alone. Shared by every stream; its owner closes it.
+        turns: the end-of-turn tunables (with a detector).
+
+    Raises:
+        ConfigError: the detector scores audio at another rate than the provider decodes.
     """
 
     def __init__(
-        self, stt: SpeechToText, *, clock: Clock, settings: TranscriberSettings | None = None
+        self,
+        stt: SpeechToText,
+        *,
+        clock: Clock,
+        settings: TranscriberSettings | None = None,
+        turn_detector: TurnDetector | None = None,
+        turns: EndOfTurnSettings | None = None,
     ) -> None:
         self._stt = stt
         self._clock = clock
         self.settings = settings or TranscriberSettings()
+        self._detector = turn_detector
+        self._turns = turns or EndOfTurnSettings()
+        if (
+            turn_detector is not None
+            and turn_detector.capabilities.sample_rate != stt.capabilities.sample_rate
+        ):
+            raise ConfigError(
+                f"the end-of-turn detector scores {turn_detector.capabilities.sample_rate} Hz audio, the "
+                f"speech-to-text provider decodes {stt.capabilities.sample_rate} Hz",
+                setting="end_of_turn",
+            )
 
     @property
     def sample_rate(self) -> int:
         return self._stt.capabilities.sample_rate
 
     def stream(self, *, session_id: str | None = None) -> RedecodeStream:
-        return RedecodeStream(self._stt, clock=self._clock, settings=self.settings, session_id=session_id)
+        stage = None
+        if self._detector is not None:
+            window = self._detector.capabilities.max_seconds
+            stage = EndOfTurnStage(self._turns, rate=self.sample_rate, window_s=window)
+        return RedecodeStream(
+            self._stt,
+            clock=self._clock,
+            settings=self.settings,
+            session_id=session_id,
+            turn_detector=self._detector,
+            turns=stage,
+        )
 
 
 class RedecodeStream:
@@ -72,14 +112,25 @@ class RedecodeStream:
         clock: Clock,
         settings: TranscriberSettings,
         session_id: str | None = None,
+        turn_detector: TurnDetector | None = None,
+        turns: EndOfTurnStage | None = None,
     ) -> None:
+        if (turn_detector is None) != (turns is None):
+            raise ValueError("an end-of-turn stage needs its detector, and a detector its stage")
         self._stt = stt
+        self._detector = turn_detector
         self.settings = settings
         self._events: asyncio.Queue[RecognitionEvent | None] = asyncio.Queue()
         self.core = RedecodeCore(
-            stt.capabilities, emit=self._emit, clock=clock, settings=settings, session_id=session_id
+            stt.capabilities,
+            emit=self._emit,
+            clock=clock,
+            settings=settings,
+            session_id=session_id,
+            turns=turns,
         )
         self._executor: ThreadPoolExecutor | None = None
+        self._turn_executor: ThreadPoolExecutor | None = None
         self._tasks = TaskOwner("re-decode stream", clock=clock)
         self.phase = StreamPhase.OPEN
 
@@ -142,8 +193,9 @@ class RedecodeStream:
         self.core.closed = True
         await self._tasks.aclose(grace_s=self.settings.close_timeout_s)  # on the injected clock
         self.core.discard_open("closed")
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)  # a decode still running finishes on its own
+        for executor in (self._executor, self._turn_executor):
+            if executor is not None:
+                executor.shutdown(wait=False)  # a model run still going finishes on its own
         self._done()  # after the discards: they are the stream's last events
 
     def _done(self) -> None:
@@ -153,12 +205,36 @@ class RedecodeStream:
     # --- decodes ----------------------------------------------------------------------------------
 
     def _start(self, jobs: list[DecodeJob]) -> None:
+        for check in self.core.take_turn_checks():
+            self._spawn(self._judge(check), f"turn-{check.utterance_id}")
         if self.core.batching and jobs:
             self.core.batch_running = True
             self._spawn(self._decode_batch(jobs), f"stt-batch-{len(jobs)}")
             return
         for job in jobs:
             self._spawn(self._decode(job), f"stt-{job.utterance_id}")
+
+    async def _judge(self, check: TurnCheck) -> None:
+        """One pause through the end-of-turn detector, on its own thread (a decode in flight does
+        not hold it back), below the audio plane like the decodes."""
+        assert self._detector is not None
+        if self._turn_executor is None:
+            self._turn_executor = ThreadPoolExecutor(
+                max_workers=1,
+                thread_name_prefix="turn-detect",
+                initializer=None if audio_boost_available() else lower_current_thread,
+            )
+        began = perf_ns()
+        result: float | BaseException
+        try:
+            score = functools.partial(self._detector.completion_probability, check.samples)
+            result = await asyncio.get_running_loop().run_in_executor(self._turn_executor, score)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # no verdict: the VAD's end of speech decides (TurnDecided says so)
+            log.warning("end-of-turn detector failed: %s", exc)
+            result = exc
+        self._start(self.core.turn_judged(check, result, (perf_ns() - began) / 1e6))
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.spawn(work, name=name, on_done=lambda _task: self._maybe_finish())

@@ -90,6 +90,10 @@ class Utterance:
     spec_announced: bool = False  # a TranscriptSpeculative went out for ``spec`` (not withdrawn)
     paused_quiet: float | None = None  # the quiet run in which the capture paused (speculate at once)
     ended_at: float | None = None  # clock time the utterance ended (its final is due from then)
+    turn_quiet: float | None = None  # the quiet run the end-of-turn stage was asked to judge
+    turn_pending: bool = False  # that check is running
+    verdict: bool | None = None  # its answer (complete?); None: none yet, or the model failed
+    holding: bool = False  # the VAD ended the speech, the end-of-turn stage did not: frames go on in
 
     @property
     def speculated(self) -> bool:
@@ -105,6 +109,7 @@ class SpeakerState:
     finishing: collections.deque[Utterance] = field(default_factory=collections.deque)
     busy: bool = False
     end_at: float | None = None  # speech ended without a silent frame following (capture stopped)
+    after_turn: bool = False  # the turn ended at a pause the VAD still counts as speech
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

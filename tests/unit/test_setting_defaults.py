@@ -22,6 +22,7 @@ from openab_voice.actions.leases import LOCAL_ROLE, LeaseSettings
 from openab_voice.actions.requests import BrokerSettings
 from openab_voice.actions.worker import WorkerSettings
 from openab_voice.app.actions import broker_settings, lease_settings, pod_settings
+from openab_voice.app.providers import end_of_turn_settings
 from openab_voice.app.records import RecordParts
 from openab_voice.app.sessions import session_options
 from openab_voice.app.worker import worker_settings
@@ -42,6 +43,7 @@ from openab_voice.providers.realtime_openai import realtime_config
 from openab_voice.providers.tts import TtsConfig
 from openab_voice.settings.names import env_name
 from openab_voice.stt.base import SttConfig
+from openab_voice.stt.endpointing import EndOfTurnSettings
 from openab_voice.tools.router import RouterSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -81,14 +83,19 @@ PAIRS = [
     Pair("noise_suppression", FrontEndSettings, "noise_suppression"),
     Pair("auto_gain_control", FrontEndSettings, "auto_gain_control"),
     Pair("vad_min_silence_ms", FrontEndSettings, "vad_min_silence_ms"),
+    Pair("turn_decide_after_ms", EndOfTurnSettings, "decide_after_ms"),
+    Pair("turn_max_silence_ms", EndOfTurnSettings, "max_silence_ms"),
+    Pair("turn_threshold", EndOfTurnSettings, "threshold"),
     Pair("audio_drift_tolerance_ms", FrontEndSettings, "drift_tolerance_ms"),
     Pair("audio_workers", FrontEndSettings, "workers"),
     Pair("stt_model", SttConfig, "model"),
     Pair("tts_voice", TtsConfig, "voice"),
+    Pair("tts_first_chunk_words", TtsConfig, "first_chunk_words"),
     Pair("chat_model", ChatConfig, "model"),
     Pair("assistant_mode", DialogueSettings, "mode", DialogueMode),
     Pair("wake_name", DialogueSettings, "wake_name"),
     Pair("preemptive_generation", DialogueSettings, "preemptive_generation"),
+    Pair("ignore_backchannels", DialogueSettings, "ignore_backchannels"),
     Pair("openai_realtime_model", RealtimeConfig, "model"),
     Pair("openai_realtime_voice", RealtimeConfig, "voice"),
     Pair("openai_realtime_voice", RealtimeSettings, "voice"),
@@ -222,6 +229,7 @@ def test_components_built_from_default_settings_are_built_with_their_own_default
     options = session_options(settings)
     assert options.receiver == ReceiverSettings()
     assert options.frontend == FrontEndSettings()
+    assert end_of_turn_settings(settings) == EndOfTurnSettings()
     assert options.tool_router == RouterSettings()
     assert options.playback_buffer_ms == component_default(Playback, "buffer_ms")
     assert realtime_config(settings) == RealtimeConfig()

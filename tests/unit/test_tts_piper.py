@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,17 +32,37 @@ SENTENCES = (
 
 
 class CountingVoice:
-    """The real Piper voice, counting the sentences it actually synthesizes."""
+    """The real Piper voice, counting its synthesis runs (one per unit: a sentence or part of one)."""
 
     def __init__(self, voice: Any) -> None:
         self._voice = voice
         self.config = voice.config
         self.sentences = 0
 
-    def synthesize(self, text: str, syn_config: Any = None) -> Iterator[Any]:
-        for chunk in self._voice.synthesize(text, syn_config=syn_config):
-            self.sentences += 1
-            yield chunk
+    def phonemize(self, text: str) -> list[list[str]]:
+        return self._voice.phonemize(text)  # type: ignore[no-any-return]
+
+    def phonemes_to_ids(self, phonemes: list[str]) -> list[int]:
+        return self._voice.phonemes_to_ids(phonemes)  # type: ignore[no-any-return]
+
+    def phoneme_ids_to_audio(self, ids: list[int], syn_config: Any = None) -> Any:
+        self.sentences += 1
+        return self._voice.phoneme_ids_to_audio(ids, syn_config)
+
+
+class GatedVoice(CountingVoice):
+    """Every run after the first waits for ``gate``: what arrives before it is the first unit alone."""
+
+    def __init__(self, voice: Any) -> None:
+        super().__init__(voice)
+        self.gate = threading.Event()
+        self.ids: list[list[int]] = []
+
+    def phoneme_ids_to_audio(self, ids: list[int], syn_config: Any = None) -> Any:
+        if self.ids and not self.gate.wait(timeout=30):
+            raise TimeoutError("the test never opened the gate")
+        self.ids.append(ids)
+        return super().phoneme_ids_to_audio(ids, syn_config)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +115,36 @@ async def test_first_chunk_latency(tts: PiperTts) -> None:
     )
     # Generous: measured ~80-360 ms on an idle 2-core machine; CI cores are shared.
     assert p50 < 1_500, latencies_ms
+
+
+async def test_a_long_sentence_is_heard_from_its_first_words_before_the_rest_is_synthesized(
+    voice: Any,
+) -> None:
+    gated = GatedVoice(voice)
+    tts = PiperTts(TtsConfig(first_chunk_words=4), voice=gated)
+    sentence = "The error comes from a timeout in the database connection pool when traffic spikes."
+    phonemes = voice.phonemize(sentence)[0]
+    fourth_space = [i for i, p in enumerate(phonemes) if p == " "][3]
+    stream = tts.synthesize(sentence)
+    first = await anext(aiter(stream))
+    assert gated.ids == [voice.phonemes_to_ids(phonemes[:fourth_space])]  # "The error comes from"
+    assert 0.8 < len(first) / (48_000 * 4) < 2.0  # four words of speech, not the sentence's 4-5 s
+    gated.gate.set()
+    rest = b"".join([chunk async for chunk in stream])
+    await tts.aclose()
+    assert gated.ids[1:] == [voice.phonemes_to_ids(phonemes[fourth_space + 1 :])]
+    assert len(first) + len(rest) > 3.5 * 48_000 * 4
+
+
+async def test_first_chunk_words_zero_synthesizes_whole_sentences(voice: Any) -> None:
+    gated = GatedVoice(voice)
+    gated.gate.set()
+    tts = PiperTts(TtsConfig(first_chunk_words=0), voice=gated)
+    sentence = "The error comes from a timeout in the database connection pool when traffic spikes."
+    assert not tts.capabilities.streaming
+    assert [chunk async for chunk in tts.synthesize(sentence)]
+    await tts.aclose()
+    assert gated.ids == [voice.phonemes_to_ids(voice.phonemize(sentence)[0])]
 
 
 async def test_closing_early_stops_synthesis(voice: Any) -> None:
