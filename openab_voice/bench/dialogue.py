@@ -27,6 +27,7 @@ from openab_voice.bench.dialogue_session import DialogueSession
 from openab_voice.bench.realtime import realtime_server
 from openab_voice.clock import SystemClock
 from openab_voice.providers.tts import TtsConfig, tts_registry
+from openab_voice.providers.turn import TurnConfig, turn_registry
 from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.emulator import EchoPath
 
@@ -42,6 +43,7 @@ def run(
     engine: str = "cascade",
     first_audio_latency_ms: float = 300.0,
     load: int = 0,
+    end_of_turn: str = "semantic",
 ) -> dict[str, Any]:
     """Run the benchmark (real STT and TTS, fake LLM) and return a JSON-friendly report.
 
@@ -54,6 +56,8 @@ def run(
         first_audio_latency_ms: realtime: the server's first audio no earlier than this after the
             response was requested.
         load: busy cores beside the run: with one or more, the loaded targets apply.
+        end_of_turn: ``semantic`` (the product's default: Smart Turn and the pause's words judge each
+            pause, ADR 0021) or ``silence`` (the VAD's silence alone), to compare.
 
     Returns:
         ``{"barge_in_ms": {"p50", "p95", "n"}, "first_stable_partial_ms": {...},
@@ -69,22 +73,32 @@ def run(
         raise ValueError("need at least one trial and a non-negative ttft_ms")
     if engine not in ("cascade", "realtime"):
         raise ValueError(f"unknown engine {engine!r}")
+    if end_of_turn not in ("semantic", "silence"):
+        raise ValueError(f"unknown end of turn {end_of_turn!r}")
     realtime = first_audio_latency_ms / 1000.0 if engine == "realtime" else None
-    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime))
+    semantic = end_of_turn == "semantic"
+    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime, semantic))
     result = report(samples, trials=trials, ttft_ms=ttft_ms, realtime=realtime is not None, load=load)
     result["preemptive_generation"] = preemptive and realtime is None
     result["engine"] = engine
+    result["end_of_turn"] = end_of_turn
     if realtime is not None:
         result["first_audio_latency_ms"] = first_audio_latency_ms
     return result
 
 
 async def _bench(
-    trials: int, ttft_s: float, seed: int, preemptive: bool, realtime: float | None = None
+    trials: int,
+    ttft_s: float,
+    seed: int,
+    preemptive: bool,
+    realtime: float | None = None,
+    semantic: bool = True,
 ) -> Samples:
     clock = SystemClock()
     stt = stt_registry().create("faster-whisper", SttConfig())
     tts = tts_registry().create("piper", TtsConfig())
+    detector = turn_registry().create("smart-turn", TurnConfig()) if semantic else None
     samples = Samples()
     server = None if realtime is None else await realtime_server(stt, tts, first_audio_latency_s=realtime)
     try:
@@ -92,14 +106,30 @@ async def _bench(
         # No resume after a false interruption here: when the interruption's words are lost, the
         # rest of the answer would be said again, which only costs time (barge-in is measured first).
         async with DialogueSession(
-            clock, stt, tts, ttft_s=ttft_s, seed=seed, resume=False, preemptive=preemptive, server=server
+            clock,
+            stt,
+            tts,
+            ttft_s=ttft_s,
+            seed=seed,
+            resume=False,
+            preemptive=preemptive,
+            server=server,
+            turn_detector=detector,
         ) as s:
             for _ in range(trials):
                 await barge_in_round(s, clips, samples)
             s.collect(samples)
         echo = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=seed)
         async with DialogueSession(
-            clock, stt, tts, ttft_s=ttft_s, seed=seed + 1, resume=True, preemptive=preemptive, server=server
+            clock,
+            stt,
+            tts,
+            ttft_s=ttft_s,
+            seed=seed + 1,
+            resume=True,
+            preemptive=preemptive,
+            server=server,
+            turn_detector=detector,
         ) as s:
             for _ in range(trials):
                 await echo_round(s, clips, echo, samples)
@@ -107,7 +137,14 @@ async def _bench(
         if server is None:  # the cascade's (the realtime engine's resume is the model's own words)
             backchannels = await backchannel_clips(tts)
             async with DialogueSession(
-                clock, stt, tts, ttft_s=ttft_s, seed=seed + 2, resume=True, preemptive=preemptive
+                clock,
+                stt,
+                tts,
+                ttft_s=ttft_s,
+                seed=seed + 2,
+                resume=True,
+                preemptive=preemptive,
+                turn_detector=detector,
             ) as s:
                 for i in range(trials):  # its figures are its counts only (not collected)
                     await backchannel_round(s, clips, backchannels[i % len(backchannels)], samples)
@@ -116,4 +153,6 @@ async def _bench(
             await server.aclose()
         await tts.aclose()
         stt.close()
+        if detector is not None:
+            detector.close()
     return samples

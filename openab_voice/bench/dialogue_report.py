@@ -64,6 +64,7 @@ class Samples:
     backchannel_cutoffs: int = 0  # of those, answered as a turn, or the answer never went on
     backchannel_barge_ins: int = 0  # of those, the bot stopped on the onset (then resumed or not)
     backchannel_gap: list[float] = field(default_factory=list)  # bot's last packet -> resumed audio
+    backchannel_heard: list[str] = field(default_factory=list)  # per backchannel: its finals, and "cut"
     real_interruptions: int = 0  # "wait, stop please" over the bot (backchannel rounds)
     real_interruptions_missed: int = 0  # of those, the bot did not stop, or resumed after it
 
@@ -104,5 +105,6 @@ def report(
         "barge_in_stages_ms": {k: summary(v) for k, v in samples.stages.items()},
         "backchannel_barge_ins": samples.backchannel_barge_ins,
         "backchannel_resume_gap_ms": summary(samples.backchannel_gap),
+        "backchannels_heard": samples.backchannel_heard,
     }
     return out

@@ -178,8 +178,11 @@ async def backchannel_round(s: DialogueSession, clips: Clips, backchannel: bytes
 
         await s.poll(sounding, _RESUME_WITHIN_S)
         answered = any(e.speaker_id == str(USER) for e in s.of(TurnAccepted, mark))
+        heard = " | ".join(e.text for e in s.of(TranscriptFinal, mark) if e.speaker_id == str(USER))
         if answered or not went_on():
             samples.backchannel_cutoffs += 1
+            heard += " (cut off)"
+        samples.backchannel_heard.append(heard)
         last = await wait_for(s.clock, WAIT_S, paused) if cut else None
     finally:
         paused.cancel()

@@ -20,6 +20,7 @@ from openab_voice.engine.settings import DialogueSettings, negotiate
 from openab_voice.errors import EmulatorError, ErrorCode
 from openab_voice.providers.chat import ChatMessage
 from openab_voice.providers.tts import TextToSpeech
+from openab_voice.providers.turn import TurnDetector
 from openab_voice.stt.base import SpeechToText
 from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
@@ -49,6 +50,7 @@ class DialogueSession:
         resume: bool,
         preemptive: bool,
         server: LoopbackRealtimeServer | None = None,
+        turn_detector: TurnDetector | None = None,
     ) -> None:
         self.clock = clock
         self.chat = ScriptedChatModel(clock, [_reply], ttft_s=ttft_s, token_s=0.02)
@@ -63,6 +65,7 @@ class DialogueSession:
         )
         if server is not None:
             providers = realtime_providers(stt, dialogue, server)
+        providers.turn_detector = turn_detector  # None: turns end on the VAD's silence alone
         settings = load_settings({}, playback_enabled=True, dialogue_enabled=True)
         self.h = BotOnEmulator(
             settings,

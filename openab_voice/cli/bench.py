@@ -62,6 +62,7 @@ def _bench_dialogue(args: argparse.Namespace) -> dict[str, Any]:
         engine=args.engine,
         first_audio_latency_ms=args.first_audio_ms,
         load=args.load,
+        end_of_turn=args.end_of_turn,
     )
 
 

@@ -179,6 +179,12 @@ def _add_dialogue_options(p: argparse.ArgumentParser) -> None:
         "--no-preemptive", action="store_true", help="dialogue: preemptive generation off (to compare)"
     )
     p.add_argument(
+        "--end-of-turn",
+        choices=("semantic", "silence"),
+        default="semantic",
+        help="dialogue: how a turn ends (semantic: Smart Turn and the words, the default; silence: the VAD alone)",
+    )
+    p.add_argument(
         "--engine",
         choices=("cascade", "realtime"),
         default="cascade",

@@ -45,6 +45,7 @@ from openab_voice.providers.chat import ChatModel
 from openab_voice.providers.tts import TextToSpeech
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
+    SpeechResumed,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
@@ -80,6 +81,7 @@ _Heard = (
     | TranscriptSpeculative
     | SpeculationWithdrawn
     | SpeechStarted
+    | SpeechResumed
     | SpeechEnded
     | ErrorRaised
 )
@@ -292,6 +294,8 @@ class ConversationManager:
                 await self._hearing.discarded(item)
             case SpeechStarted():
                 await self._hearing.speech_started(item)
+            case SpeechResumed():  # a turn ended inside a speech segment, and the words go on
+                await self._hearing.speech_started(_onset(item))
             case SpeechEnded():
                 ended = self._controller.on_speech_ended(item.speaker_id, duration_s=item.duration_s)
                 await self._dialogue.resume(ended)
@@ -326,3 +330,17 @@ class ConversationManager:
         if self._timer is not None and not self._timer.done():
             self._timer.cancel()
         self._timer = None
+
+
+def _onset(resumed: SpeechResumed) -> SpeechStarted:
+    """The onset the front end never sent for words that go on after a turn ended inside its speech
+    segment (the segment's own onset was the echo gate's to accept, and it did)."""
+    return SpeechStarted(
+        at=resumed.at,
+        session_id=resumed.session_id,
+        speaker_id=resumed.speaker_id,
+        audio_time=resumed.audio_time,
+        probability=1.0,
+        during_playback=True,
+        confidence=1.0,
+    )

@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
+    SpeechResumed,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptPartial,
@@ -35,6 +36,7 @@ Heard = (
     | TranscriptDiscarded
     | TranscriptSpeculative
     | SpeculationWithdrawn
+    | SpeechResumed
     | ErrorRaised
 )
 """What the conversation hears from the desk."""
@@ -88,7 +90,7 @@ class TranscriptDesk:
             case TranscriptSpeculative():
                 if conversation is not None and not self._would_claim(event.text):
                     _guarded(conversation.hear, event)
-            case TranscriptPartial() | TranscriptDiscarded() | SpeculationWithdrawn():
+            case TranscriptPartial() | TranscriptDiscarded() | SpeculationWithdrawn() | SpeechResumed():
                 if conversation is not None:
                     _guarded(conversation.hear, event)
             case ErrorRaised() if event.stage == "stt":

@@ -173,6 +173,12 @@ class EndOfTurnStage:
         """The judgement of ``check`` from the detector's P(complete) (or the exception it raised:
         no probability, not complete)."""
         probability = None if isinstance(result, BaseException) else result
+        utt = check._utterance
+        if utt.turn_quiet == check.quiet_since:  # the answer for the utterance's latest check
+            utt.turn_pending = False
+            utt.verdict = (
+                is_complete(probability, check.text, self.settings) if probability is not None else None
+            )
         return TurnDecided(
             at=at,
             session_id=session_id,
@@ -184,3 +190,8 @@ class EndOfTurnStage:
             pause_ms=check.pause_ms,
             check_ms=check_ms,
         )
+
+    @staticmethod
+    def current(utt: Utterance, check: TurnCheck, open_now: Utterance | None) -> bool:
+        """``check``'s verdict still applies: its utterance is open and its pause goes on."""
+        return open_now is utt and utt.quiet_since == check.quiet_since

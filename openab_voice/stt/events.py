@@ -118,3 +118,16 @@ class TurnDecided(Event):
     pause_ms: float  # how long the pause had lasted when the check was asked
     check_ms: float  # the model run
     stage: str = "stt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeechResumed(Event):
+    """The speaker talks on after the end-of-turn stage ended their turn at a pause the VAD still
+    counted as speech: a new utterance starts inside the same speech segment, so the front end sends
+    no :class:`~openab_voice.audio.events.SpeechStarted` for it. For the engine it is that onset (a
+    barge-in candidate when the bot already answers the turn just ended)."""
+
+    speaker_id: str
+    utterance_id: str
+    audio_time: float  # where the new words begin
+    stage: str = "stt"

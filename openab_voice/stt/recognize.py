@@ -20,6 +20,7 @@ from openab_voice.audio.frame import ProcessedFrame
 from openab_voice.bus.events import ErrorRaised, LatencyMeasured
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
+    SpeechResumed,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptionBacklog,
@@ -39,6 +40,7 @@ RecognitionEvent = (
     | LatencyMeasured
     | TranscriptionBacklog
     | TurnDecided
+    | SpeechResumed
     | ErrorRaised
 )
 

@@ -44,8 +44,8 @@ class RedecodeCore:
         clock: injected clock (event times and latency).
         settings: tunables.
         session_id: stamped on every event.
-        turns: the end-of-turn stage (None: a turn ends on the VAD's silence alone); its checks are
-            collected with :meth:`take_turn_checks` and answered with :meth:`turn_judged`.
+        turns: the end-of-turn stage (None: the VAD's silence alone ends a turn); its checks:
+            :meth:`take_turn_checks`, answered with :meth:`turn_judged`.
     """
 
     def __init__(
@@ -97,16 +97,20 @@ class RedecodeCore:
         samples = audio.samples().reshape(-1)
         utt = speaker.current
         quiet = frame.speech_probability < self.settings.speculate_below
+        resumed = False
         if speaker.after_turn:  # the turn ended at a pause the VAD still counts as speech
             if frame.user_speech and quiet:
                 self._keep_pre_roll(speaker, samples)
                 return self._schedule()
             speaker.after_turn = False  # the VAD caught up, or new words: a new utterance
+            resumed = frame.user_speech
         if utt is not None and not frame.user_speech and self.turns is not None and self.turns.holds(utt):
             utt.holding = True  # the VAD ended the speech; the end-of-turn stage has not (yet)
         if frame.user_speech or (utt is not None and utt.holding):
             if utt is None:
                 utt = speaker.current = self._begin(audio.speaker_id, speaker, audio.timestamp)
+                if resumed:
+                    self._report.resumed(utt, audio.timestamp)
             utt.holding = not frame.user_speech  # the speaker talks on: the VAD's next end is judged anew
             utt.chunks.append(samples)
             utt.samples += samples.size
@@ -210,24 +214,16 @@ class RedecodeCore:
     def turn_judged(
         self, check: TurnCheck, result: float | BaseException, check_ms: float
     ) -> list[DecodeJob]:
-        """Apply the detector's P(complete) for ``check`` (or the exception it raised); returns the
-        decodes to start. A failed model run gives no verdict: the VAD's end of speech decides."""
+        """Apply the detector's P(complete) for ``check`` (or its exception: no verdict, the VAD's
+        end of speech decides); returns the decodes to start."""
         assert self.turns is not None
         utt = check._utterance
         decided = self.turns.verdict(
             check, result, check_ms, at=self._clock.monotonic(), session_id=self._session
         )
         self._emit(decided)
-        if utt.turn_quiet == check.quiet_since:
-            utt.turn_pending = False
-            utt.verdict = decided.complete if decided.probability is not None else None
         speaker = self._speakers.get(check.speaker_id)
-        if (
-            self.closed
-            or speaker is None
-            or speaker.current is not utt
-            or utt.quiet_since != check.quiet_since
-        ):
+        if self.closed or speaker is None or not self.turns.current(utt, check, speaker.current):
             return []  # the speaker talked on, or the utterance ended meanwhile: nothing to decide
         if decided.complete or (utt.holding and self.turns.ends_held(utt)):
             utt.audio_end = check.quiet_since

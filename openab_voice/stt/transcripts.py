@@ -18,6 +18,7 @@ from openab_voice.errors import ErrorCode, OpenabError
 from openab_voice.stt.base import Hypothesis
 from openab_voice.stt.events import (
     SpeculationWithdrawn,
+    SpeechResumed,
     TranscriptDiscarded,
     TranscriptFinal,
     TranscriptionBacklog,
@@ -106,6 +107,18 @@ class TranscriptReporter:
                 text=hyp.text.strip(),
                 audio_start=utt.audio_start,
                 audio_end=utt.audio_end,
+            )
+        )
+
+    def resumed(self, utt: Utterance, audio_time: float) -> None:
+        """``utt`` starts inside the speech segment a turn ended in (no onset of the front end's)."""
+        self._emit(
+            SpeechResumed(
+                at=self._clock.monotonic(),
+                session_id=self._session,
+                speaker_id=utt.speaker_id,
+                utterance_id=utt.id,
+                audio_time=audio_time,
             )
         )
 

@@ -19,7 +19,7 @@ from openab_voice.providers.registry import refuse
 from openab_voice.providers.turn import TurnConfig, turn_registry
 from openab_voice.stt.base import Hypothesis, SttCapabilities
 from openab_voice.stt.endpointing import EndOfTurnSettings, EndOfTurnStage, is_complete, text_continues
-from openab_voice.stt.events import TranscriptFinal, TurnDecided
+from openab_voice.stt.events import SpeechResumed, TranscriptFinal, TurnDecided
 from openab_voice.stt.redecode import RedecodeCore
 from openab_voice.stt.utterances import DecodeJob, TranscriberSettings
 
@@ -171,6 +171,20 @@ def test_a_pause_judged_complete_ends_the_turn_before_the_vads_silence() -> None
     call.pause(0.25)
     assert [f.utterance_id for f in call.finals()][0] != call.finals()[-1].utterance_id
     assert len(call.finals()) == 2
+
+
+def test_words_that_go_on_inside_the_vads_silence_start_a_new_utterance_with_an_onset() -> None:
+    call = _Call(_Stt("Wait."), lambda: 0.9)
+    call.talk(0.5)
+    call.pause(0.3)  # judged complete at 200 ms; the VAD still counts the pause as speech
+    (first,) = call.finals()
+    resume_at = call.t
+    call.stt.text = "Stop please."
+    call.talk(0.6)  # no new onset from the front end: the words go on in the same speech segment
+    (resumed,) = [e for e in call.events if isinstance(e, SpeechResumed)]
+    assert resumed.audio_time == pytest.approx(resume_at) and resumed.utterance_id != first.utterance_id
+    call.pause(0.3)
+    assert [f.text for f in call.finals()] == ["Wait.", "Stop please."]
 
 
 def test_a_pause_judged_incomplete_holds_the_turn_past_the_vads_silence_until_the_words_go_on() -> None:

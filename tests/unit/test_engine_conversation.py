@@ -25,7 +25,7 @@ from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.engine.state import DialogueState
 from openab_voice.errors import ConfigError
 from openab_voice.providers.chat import ChatMessage, ToolCall
-from openab_voice.stt.events import TranscriptFinal
+from openab_voice.stt.events import SpeechResumed, TranscriptFinal
 from openab_voice.testing.dialogue_fakes import ScriptedReply
 from openab_voice.testing.rig import SESSION, Rig
 
@@ -226,6 +226,21 @@ async def test_a_turn_while_speaking_supersedes_the_response() -> None:
             ("user", "And of Germany?"),
             ("assistant", "Berlin."),
         ]
+
+
+async def test_words_that_go_on_after_a_turn_ended_inside_their_speech_interrupt_the_answer() -> None:
+    """The end-of-turn stage ended the turn at a pause the VAD still counted as speech; the speaker
+    talks on, so no onset of the front end's comes: the transcriber's SpeechResumed is that onset."""
+    async with Rig(replies=[ScriptedReply.text(ANSWER), ScriptedReply.text("Berlin.")]) as rig:
+        rig.say("What is the capital of France?")
+        await rig.until_playing("Paris is the capital.")
+        now = rig.now()
+        rig.hear(
+            SpeechResumed(at=now, session_id=SESSION, speaker_id="alice", utterance_id="u9", audio_time=now)
+        )
+        await rig.clock.settle()
+        [detected] = rig.events.of(InterruptionDetected)
+        assert detected.speaker_id == "alice" and rig.manager.state is not DialogueState.SPEAKING
 
 
 async def test_it_hears_by_direct_calls_only_never_from_the_bus() -> None:
