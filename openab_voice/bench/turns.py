@@ -199,14 +199,14 @@ def _timeline(
         parts.append(scenes.silence(_GAP_S))
         t += _GAP_S
 
-    for before, after, function_word in PAUSED:
+    for i, (before, after, function_word) in enumerate(PAUSED):
         whole = _trimmed(speech[f"{before} {after}"])
         cut = _cut_points(model, whole, before)
         if cut is None:
             skipped.append(f"{before} {after}")
             continue
         pieces = [whole[: int(cut[0] * rate)], whole[int(cut[1] * rate) :]]
-        for pause in PAUSES_S:
+        for pause in (PAUSES_S[i % 4], PAUSES_S[(i + 2) % 4]):
             add(pieces, f"{before} ... {after}", pause, function_word)
     for text in COMPLETE:
         add([_trimmed(speech[text])], text, None, False)
