@@ -43,7 +43,7 @@ def run(
     engine: str = "cascade",
     first_audio_latency_ms: float = 300.0,
     load: int = 0,
-    end_of_turn: str = "semantic",
+    end_of_turn: str = "silence",
 ) -> dict[str, Any]:
     """Run the benchmark (real STT and TTS, fake LLM) and return a JSON-friendly report.
 
@@ -56,8 +56,8 @@ def run(
         first_audio_latency_ms: realtime: the server's first audio no earlier than this after the
             response was requested.
         load: busy cores beside the run: with one or more, the loaded targets apply.
-        end_of_turn: ``semantic`` (the product's default: Smart Turn and the pause's words judge each
-            pause, ADR 0021) or ``silence`` (the VAD's silence alone), to compare.
+        end_of_turn: ``silence`` (the product's default: the VAD's silence alone) or ``semantic``
+            (Smart Turn and the pause's words judge each pause, ADR 0021), to compare.
 
     Returns:
         ``{"barge_in_ms": {"p50", "p95", "n"}, "first_stable_partial_ms": {...},
@@ -93,7 +93,7 @@ async def _bench(
     seed: int,
     preemptive: bool,
     realtime: float | None = None,
-    semantic: bool = True,
+    semantic: bool = False,
 ) -> Samples:
     clock = SystemClock()
     stt = stt_registry().create("faster-whisper", SttConfig())

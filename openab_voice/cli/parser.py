@@ -180,9 +180,9 @@ def _add_dialogue_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--end-of-turn",
-        choices=("semantic", "silence"),
-        default="semantic",
-        help="dialogue: how a turn ends (semantic: Smart Turn and the words, the default; silence: the VAD alone)",
+        choices=("silence", "semantic"),
+        default="silence",
+        help="dialogue: how a turn ends (silence: the VAD alone, the default; semantic: Smart Turn and the words)",
     )
     p.add_argument(
         "--engine",

@@ -104,10 +104,10 @@ class VoiceSettings(BaseModel):
     auto_gain_control: bool = Field(default=True, description="WebRTC automatic gain control.")
     vad_min_silence_ms: int = Field(default=400, ge=100, le=5000, description="Silence that ends speech.")
     end_of_turn: Literal["semantic", "silence"] = Field(
-        default="semantic",
+        default="silence",
         description=(
-            "semantic: a pause is judged by Smart Turn v3.2 and its words (ends the turn early, or waits "
-            "past the VAD's silence); silence: the VAD's silence alone ends a turn."
+            "silence: the VAD's silence alone ends a turn; semantic (opt-in, ADR 0021): a pause is judged "
+            "by Smart Turn v3.2 and its words (ends the turn early, or waits past the VAD's silence)."
         ),
     )
     turn_decide_after_ms: int = Field(

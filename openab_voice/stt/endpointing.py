@@ -195,3 +195,10 @@ class EndOfTurnStage:
     def current(utt: Utterance, check: TurnCheck, open_now: Utterance | None) -> bool:
         """``check``'s verdict still applies: its utterance is open and its pause goes on."""
         return open_now is utt and utt.quiet_since == check.quiet_since
+
+    def deadline(self, utt: Utterance) -> float | None:
+        """When a held utterance's pause reaches the maximum silence (None: it is not held). Frames
+        usually say so first; a client that stops sending (Discord's silence) sends none."""
+        if not utt.holding or utt.quiet_since is None:
+            return None
+        return utt.quiet_since + self.settings.max_silence_ms / 1000.0

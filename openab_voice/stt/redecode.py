@@ -1,16 +1,12 @@
 """Re-decode recognition: a batch :class:`~openab_voice.stt.base.SpeechToText` made to stream.
 
 The synchronous scheduling core behind :class:`~openab_voice.stt.redecode_stream.RedecodeStream`:
-:meth:`RedecodeCore.push`, :meth:`~RedecodeCore.complete` and the other inputs return the
-:class:`DecodeJob` s to start, and events go to ``emit`` in order, so tests drive it on a fake
-timeline. An utterance runs from the first ``user_speech`` frame (plus ``pre_roll_ms``) to the first
-frame without it. While it grows, the whole utterance is re-decoded every ``partial_interval_ms`` as
-a partial; the common prefix of ``stable_agreement`` hypotheses is the stable partial. In a quiet
-stretch the final is decoded speculatively (``speculate_after_ms``, ``TranscriptSpeculative``); the
-end yields exactly one ``TranscriptFinal`` or ``TranscriptDiscarded``. Decodes: one per speaker,
-``max_concurrent_decodes`` in all, finals first, optional batches (``max_batch``); under overload
-partials are shed and finals queue, never dropped (``TranscriptionBacklog``).
-Scheduling rules in detail: docs/adr/0012-answer-while-the-end-is-confirmed.md.
+its inputs return the :class:`DecodeJob` s to start and events go to ``emit`` in order, so tests
+drive it on a fake timeline. An utterance runs from the first ``user_speech`` frame (plus
+``pre_roll_ms``) to the first frame without it, or to where the end-of-turn stage ended it
+(:mod:`~openab_voice.stt.endpointing`); it is re-decoded as it grows (partials, stable prefix), its
+quiet stretches speculatively; it ends with one ``TranscriptFinal`` or ``TranscriptDiscarded``.
+Finals first; under overload partials are shed, finals never dropped. Rules: docs/adr/0012, 0021.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ class RedecodeCore:
         clock: injected clock (event times and latency).
         settings: tunables.
         session_id: stamped on every event.
-        turns: the end-of-turn stage (None: the VAD's silence alone ends a turn); its checks:
-            :meth:`take_turn_checks`, answered with :meth:`turn_judged`.
+        turns: the end-of-turn stage (None: the VAD's silence alone ends a turn).
     """
 
     def __init__(
@@ -138,12 +133,9 @@ class RedecodeCore:
         return self._schedule()
 
     def end_speech(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
-        """Speech ended at ``audio_time`` with no silent frame to follow (capture stopped, speaker left).
-
-        Discord stops sending packets in silence, so the front end ends speech on a timer; the
-        utterance ends as soon as the frames up to ``audio_time`` have been pushed (they may still
-        be queued behind this call). Returns the decodes to start now.
-        """
+        """Speech ended at ``audio_time`` with no silent frame to follow (capture stopped, speaker
+        left: the front end's timer); the utterance ends once the frames up to ``audio_time`` are in
+        (they may be queued behind this call). Returns the decodes to start now."""
         speaker = self._speakers.get(speaker_id)
         if speaker is None or speaker.current is None or self.closed:
             return []
@@ -153,11 +145,9 @@ class RedecodeCore:
         return self._schedule()
 
     def pause(self, speaker_id: str, audio_time: float) -> list[DecodeJob]:
-        """No packet from the speaker since ``audio_time`` (their speech still open): if their last
-        frames were already quiet they are probably done (a client sends a few silence frames, then
-        nothing), so the utterance is decoded speculatively now rather than after the rest of the
-        quiet stretch (its final if nothing follows). Packets only held up mid-word (jitter) start
-        nothing. Returns the decodes to start now."""
+        """No packet from the speaker since ``audio_time``: if their last frames were quiet they are
+        probably done, so the quiet stretch is decoded speculatively now (its final if nothing
+        follows); packets held up mid-word (jitter) start nothing. Returns the decodes to start."""
         speaker = self._speakers.get(speaker_id)
         utt = speaker.current if speaker is not None else None
         if utt is None or self.closed or utt.quiet_since is None:
@@ -206,8 +196,7 @@ class RedecodeCore:
                 self._report.partial(utt, result, job.audio_end)
 
     def take_turn_checks(self) -> list[TurnCheck]:
-        """The pauses due for the end-of-turn detector since the last call (run each, then
-        :meth:`turn_judged`)."""
+        """The pauses due for the end-of-turn detector (run each, then :meth:`turn_judged`)."""
         checks, self._checks = self._checks, []
         return checks
 
@@ -229,6 +218,22 @@ class RedecodeCore:
             utt.audio_end = check.quiet_since
             speaker.after_turn = not utt.holding  # the VAD has not ended this speech yet
             self._end(speaker)
+        return self._schedule()
+
+    def hold_deadline(self) -> float | None:
+        """The earliest time a held utterance's pause runs out (None: nothing is held)."""
+        held = [
+            self.turns.deadline(sp.current) for sp in self._speakers.values() if sp.current and self.turns
+        ]
+        return min((d for d in held if d is not None), default=None)
+
+    def expire_holds(self, now: float) -> list[DecodeJob]:
+        """End the held utterances whose pause has run out by ``now`` (no frame came to say so)."""
+        for speaker in self._speakers.values():
+            deadline = self.turns.deadline(speaker.current) if self.turns and speaker.current else None
+            if deadline is not None and deadline <= now and (utt := speaker.current) is not None:
+                utt.audio_end = utt.quiet_since or utt.audio_end
+                self._end(speaker)
         return self._schedule()
 
     def flush(self) -> list[DecodeJob]:

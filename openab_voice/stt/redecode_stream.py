@@ -131,6 +131,8 @@ class RedecodeStream:
         )
         self._executor: ThreadPoolExecutor | None = None
         self._turn_executor: ThreadPoolExecutor | None = None
+        self._clock = clock
+        self._hold_timer: asyncio.Task[None] | None = None  # ends held utterances whose pause ran out
         self._tasks = TaskOwner("re-decode stream", clock=clock)
         self.phase = StreamPhase.OPEN
 
@@ -159,6 +161,8 @@ class RedecodeStream:
             return
         self._start(self.core.flush())
         self.phase = StreamPhase.ENDING
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()  # the flush ended every held utterance
         self._maybe_finish()
 
     def remove_speaker(self, speaker_id: str) -> None:
@@ -191,6 +195,8 @@ class RedecodeStream:
             return
         self.phase = StreamPhase.CLOSING
         self.core.closed = True
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
         await self._tasks.aclose(grace_s=self.settings.close_timeout_s)  # on the injected clock
         self.core.discard_open("closed")
         for executor in (self._executor, self._turn_executor):
@@ -207,12 +213,24 @@ class RedecodeStream:
     def _start(self, jobs: list[DecodeJob]) -> None:
         for check in self.core.take_turn_checks():
             self._spawn(self._judge(check), f"turn-{check.utterance_id}")
+        if self._hold_timer is None and self.core.hold_deadline() is not None:
+            self._hold_timer = self._spawn(self._expire_holds(), "turn-hold")
         if self.core.batching and jobs:
             self.core.batch_running = True
             self._spawn(self._decode_batch(jobs), f"stt-batch-{len(jobs)}")
             return
         for job in jobs:
             self._spawn(self._decode(job), f"stt-{job.utterance_id}")
+
+    async def _expire_holds(self) -> None:
+        """While an utterance is held past the VAD's end, end it when its pause runs out even if no
+        frame comes (a Discord client sends nothing in silence)."""
+        try:
+            while (deadline := self.core.hold_deadline()) is not None and not self.core.closed:
+                await self._clock.sleep(max(0.0, deadline - self._clock.monotonic()))
+                self._start(self.core.expire_holds(self._clock.monotonic()))
+        finally:
+            self._hold_timer = None
 
     async def _judge(self, check: TurnCheck) -> None:
         """One pause through the end-of-turn detector, on its own thread (a decode in flight does
@@ -236,8 +254,8 @@ class RedecodeStream:
             result = exc
         self._start(self.core.turn_judged(check, result, (perf_ns() - began) / 1e6))
 
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
-        self._tasks.spawn(work, name=name, on_done=lambda _task: self._maybe_finish())
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return self._tasks.spawn(work, name=name, on_done=lambda _task: self._maybe_finish())
 
     async def _decode_batch(self, jobs: list[DecodeJob]) -> None:
         """One batch: every decode in it applied, then what falls due scheduled once."""

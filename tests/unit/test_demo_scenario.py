@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openab_voice.demo.scenario import load_scenario, split_pauses
+from openab_voice.demo.scenario import split_pauses
 
 
 def test_a_pause_splits_a_line_into_the_parts_said_around_it() -> None:
@@ -17,8 +17,3 @@ def test_a_pause_splits_a_line_into_the_parts_said_around_it() -> None:
     ]
     assert split_pauses("No pause here.") == [("No pause here.", 0.0)]
     assert split_pauses("<pause 2> late start") == [("late start", 0.0)]  # nothing said before it
-
-
-def test_the_bundled_scenario_asks_a_question_with_a_thinking_pause() -> None:
-    lines = [item.say for spec in load_scenario(None).speakers for item in spec.audio if item.say]
-    assert any(len(split_pauses(line)) == 2 for line in lines)

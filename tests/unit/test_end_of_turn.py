@@ -223,6 +223,19 @@ def test_a_held_turn_ends_at_the_maximum_silence_where_its_pause_began() -> None
     assert final.at - start == pytest.approx(1.0, abs=0.021)
 
 
+def test_a_held_turn_ends_at_its_deadline_when_no_frame_comes() -> None:
+    """A Discord client sends nothing in silence: no frame says the pause ran out, the deadline does."""
+    call = _Call(_Stt("I was thinking of"), lambda: 0.1)
+    call.talk(1.0)
+    start = call.t
+    call.pause(0.5)  # judged incomplete, then the VAD's end: held; then the packets stop
+    assert call.finals() == [] and call.core.hold_deadline() == pytest.approx(start + 1.5)
+    assert call.core.expire_holds(start + 1.49) == [] and call.finals() == []
+    call._run(call.core.expire_holds(start + 1.5))
+    (final,) = call.finals()
+    assert final.audio_end == pytest.approx(start) and call.core.hold_deadline() is None
+
+
 def test_a_failed_model_run_leaves_the_end_to_the_vads_silence() -> None:
     call = _Call(_Stt("Tell me a joke."), lambda: RuntimeError("onnxruntime failed"))
     call.talk(1.0)
