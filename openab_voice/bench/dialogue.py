@@ -13,6 +13,7 @@ server. Method, extra figures and wall time: docs/adr/0018-benchmarks-on-real-co
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from openab_voice.bench.dialogue_clips import synthesize_clips
@@ -103,49 +104,24 @@ async def _bench(
     server = None if realtime is None else await realtime_server(stt, tts, first_audio_latency_s=realtime)
     try:
         clips = await synthesize_clips(tts)
+        # Every round's session: the same providers and settings; its own seed, resume and server.
+        session = functools.partial(
+            DialogueSession, clock, stt, tts, ttft_s=ttft_s, preemptive=preemptive, turn_detector=detector
+        )
         # No resume after a false interruption here: when the interruption's words are lost, the
         # rest of the answer would be said again, which only costs time (barge-in is measured first).
-        async with DialogueSession(
-            clock,
-            stt,
-            tts,
-            ttft_s=ttft_s,
-            seed=seed,
-            resume=False,
-            preemptive=preemptive,
-            server=server,
-            turn_detector=detector,
-        ) as s:
+        async with session(seed=seed, resume=False, server=server) as s:
             for _ in range(trials):
                 await barge_in_round(s, clips, samples)
             s.collect(samples)
         echo = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=seed)
-        async with DialogueSession(
-            clock,
-            stt,
-            tts,
-            ttft_s=ttft_s,
-            seed=seed + 1,
-            resume=True,
-            preemptive=preemptive,
-            server=server,
-            turn_detector=detector,
-        ) as s:
+        async with session(seed=seed + 1, resume=True, server=server) as s:
             for _ in range(trials):
                 await echo_round(s, clips, echo, samples)
             s.collect(samples)
         if server is None:  # the cascade's (the realtime engine's resume is the model's own words)
             backchannels = await backchannel_clips(tts)
-            async with DialogueSession(
-                clock,
-                stt,
-                tts,
-                ttft_s=ttft_s,
-                seed=seed + 2,
-                resume=True,
-                preemptive=preemptive,
-                turn_detector=detector,
-            ) as s:
+            async with session(seed=seed + 2, resume=True) as s:
                 for i in range(trials):  # its figures are its counts only (not collected)
                     await backchannel_round(s, clips, backchannels[i % len(backchannels)], samples)
     finally:

@@ -116,7 +116,6 @@ class EndOfTurnStage:
 
     def __init__(self, settings: EndOfTurnSettings, *, rate: int, window_s: float) -> None:
         self.settings = settings
-        self._rate = rate
         self._window = int(window_s * rate)
 
     def due(self, utt: Utterance) -> TurnCheck | None:
@@ -173,18 +172,17 @@ class EndOfTurnStage:
         """The judgement of ``check`` from the detector's P(complete) (or the exception it raised:
         no probability, not complete)."""
         probability = None if isinstance(result, BaseException) else result
+        complete = is_complete(probability, check.text, self.settings)
         utt = check._utterance
         if utt.turn_quiet == check.quiet_since:  # the answer for the utterance's latest check
             utt.turn_pending = False
-            utt.verdict = (
-                is_complete(probability, check.text, self.settings) if probability is not None else None
-            )
+            utt.verdict = complete if probability is not None else None
         return TurnDecided(
             at=at,
             session_id=session_id,
             speaker_id=check.speaker_id,
             utterance_id=check.utterance_id,
-            complete=is_complete(probability, check.text, self.settings),
+            complete=complete,
             probability=probability,
             text_continues=self.settings.read_words and text_continues(check.text),
             pause_ms=check.pause_ms,

@@ -222,9 +222,8 @@ class RedecodeCore:
 
     def hold_deadline(self) -> float | None:
         """The earliest time a held utterance's pause runs out (None: nothing is held)."""
-        held = [
-            self.turns.deadline(sp.current) for sp in self._speakers.values() if sp.current and self.turns
-        ]
+        turns = self.turns
+        held = [turns.deadline(sp.current) for sp in self._speakers.values() if turns and sp.current]
         return min((d for d in held if d is not None), default=None)
 
     def expire_holds(self, now: float) -> list[DecodeJob]:

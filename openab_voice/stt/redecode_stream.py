@@ -213,7 +213,7 @@ class RedecodeStream:
     def _start(self, jobs: list[DecodeJob]) -> None:
         for check in self.core.take_turn_checks():
             self._spawn(self._judge(check), f"turn-{check.utterance_id}")
-        if self._hold_timer is None and self.core.hold_deadline() is not None:
+        if self._detector is not None and self._hold_timer is None and self.core.hold_deadline() is not None:
             self._hold_timer = self._spawn(self._expire_holds(), "turn-hold")
         if self.core.batching and jobs:
             self.core.batch_running = True
