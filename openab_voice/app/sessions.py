@@ -37,11 +37,13 @@ from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
+from openab_voice.engine.turns import only_address
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
 from openab_voice.providers.realtime import DEFAULT_VOICE
+from openab_voice.stt.endpointing import EndOfTurnSettings
 from openab_voice.stt.redecode_stream import RedecodeRecognizer
 from openab_voice.stt.transcriber import Transcriber
 from openab_voice.tools.registry import ToolRegistry, default_tools
@@ -174,6 +176,11 @@ class SessionFactory:
         desk = TranscriptDesk(intakes, conversation)
         if conversation is not None:
             frontend.add_speech_sink(conversation.hear)
+        # The wake name alone is the opening of a turn, not a turn (semantic end of turn).
+        turns = replace(
+            self._providers.turns or EndOfTurnSettings(),
+            vocative=lambda text: only_address(text, self._wake_name(channel)),
+        )
         transcriber = (
             Transcriber(
                 RedecodeRecognizer(
@@ -181,7 +188,7 @@ class SessionFactory:
                     clock=clock,
                     settings=self._providers.transcriber,
                     turn_detector=self._providers.turn_detector,
-                    turns=self._providers.turns,
+                    turns=turns,
                 ),
                 bus=bus,
                 session_id=session_id,
@@ -227,14 +234,17 @@ class SessionFactory:
             interval_s=interval_s,
         )
 
+    def _wake_name(self, channel: VoiceChannel) -> str:
+        """What addresses the bot: the configured wake name, or its name in the guild."""
+        dialogue = self._providers.dialogue
+        return (dialogue.wake_name if dialogue is not None else None) or channel.guild.me.display_name
+
     def _recorder(self, channel: VoiceChannel, session_id: str) -> TranscriptRecorder | None:
         """The transcript recorder, when transcripts are stored."""
         records = self._records
         if records is None or records.transcripts is None:
             return None
         me = channel.guild.me
-        dialogue = self._providers.dialogue
-        wake_name = dialogue.wake_name if dialogue is not None else None
 
         def audience() -> frozenset[int]:
             return frozenset(m.id for m in channel.members if m.id != me.id)
@@ -244,7 +254,7 @@ class SessionFactory:
             channel_id=channel.id,
             channel_name=channel.name,
             bot_id=str(me.id),
-            bot_name=lambda: wake_name or me.display_name,
+            bot_name=lambda: self._wake_name(channel),
             audience=audience,
             name_of=_names(channel),
         )
@@ -273,17 +283,11 @@ class SessionFactory:
 
     def _intake(self, channel: VoiceChannel, facts: SessionFacts, say: Say) -> TaskPhraseIntake:
         assert self._broker is not None  # facts exist only with a broker
-        dialogue = self._providers.dialogue
-        configured = dialogue.wake_name if dialogue is not None else None
-
-        def wake_name() -> str | None:
-            return configured or channel.guild.me.display_name
-
         return TaskPhraseIntake(
             broker=self._broker,
             bus=self._bus,
             facts=facts,
-            wake_name=wake_name,
+            wake_name=lambda: self._wake_name(channel),
             say=say,
         )
 
@@ -361,8 +365,6 @@ class SessionFactory:
         records = self._records
         if records is None or records.memory is None:
             return None
-        dialogue = self._providers.dialogue
-        configured = dialogue.wake_name if dialogue is not None else None
 
         async def speak(text: str) -> None:
             await say(text)
@@ -370,7 +372,7 @@ class SessionFactory:
         return RememberIntake(
             records.memory,
             guild_id=channel.guild.id,
-            wake_name=lambda: configured or channel.guild.me.display_name,
+            wake_name=lambda: self._wake_name(channel),
             say=speak,
         )
 

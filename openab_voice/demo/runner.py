@@ -103,7 +103,7 @@ def scripted_agent_command() -> list[str]:
 def _demo_settings(scenario: Scenario, settings: Settings, data_dir: Path) -> Settings:
     """The scenario's switches over ``settings``. Actions are on when it names an operator: that
     speaker confirms, with this agent; ``meeting_record`` and ``memory`` set the transcript store and
-    long-term memory when given. Unless the data directory was set, the demo keeps its store,
+    long-term memory when given, ``end_of_turn`` how a turn ends. Unless the data directory was set, the demo keeps its store,
     memory and workspaces in ``data_dir`` (a scratch folder), out of the user's."""
     update: dict[str, Any] = {"playback_enabled": True, "dialogue_enabled": scenario.dialogue}
     if scenario.operator is not None:
@@ -117,6 +117,8 @@ def _demo_settings(scenario: Scenario, settings: Settings, data_dir: Path) -> Se
         update["transcript_store"] = scenario.meeting_record
     if scenario.memory is not None:
         update["memory_enabled"] = scenario.memory
+    if scenario.end_of_turn is not None:
+        update["end_of_turn"] = scenario.end_of_turn
     if "data_dir" not in settings.model_fields_set:
         update["data_dir"] = data_dir
     return settings.model_copy(update=update)

@@ -167,6 +167,7 @@ class Scenario(BaseModel):
     meeting_record: bool | None = None
     memory: bool | None = None
     acp_agent: list[str] | None = Field(default=None, min_length=1)
+    end_of_turn: Literal["silence", "semantic"] | None = None  # OPENAB_END_OF_TURN for this scenario
     events: list[EventItem] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ __all__ = [
     "addresses",
     "name_as_heard_early",
     "name_tokens",
+    "only_address",
     "opens_with_name",
     "without_address",
 ]
@@ -91,6 +92,20 @@ def opens_with_name(text: str, wake_name: str) -> bool:
     an utterance (a stable partial), whose last word is not the utterance's end."""
     wake = "".join(name_tokens(wake_name))
     return bool(wake) and _leading_name(name_tokens(text), wake) > 0
+
+
+def only_address(text: str, wake_name: str) -> bool:
+    """True when ``text`` is the wake name alone (after an optional "hey"): a vocative, the opening
+    of a turn still to be said ("Jarvis, ⟨pause⟩ what is two plus two?"), not a turn of its own.
+
+    >>> only_address("Jarvis.", "Jarvis"), only_address("Hey, Jarvis", "Jarvis")
+    (True, True)
+    >>> only_address("Thanks, Jarvis.", "Jarvis")
+    False
+    """
+    wake = "".join(name_tokens(wake_name))
+    words = name_tokens(text)
+    return bool(wake and words) and _leading_name(words, wake) == len(words)
 
 
 def name_as_heard_early(final: str, early: str, wake_name: str) -> str | None:

@@ -19,6 +19,7 @@ Measured, and why the words are read too: docs/adr/0021-semantic-end-of-turn.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,12 +46,22 @@ class EndOfTurnSettings:
         max_silence_ms: a pause judged incomplete ends the utterance once it has lasted this long.
         threshold: the detector's P(complete) at or above which a pause can end the turn.
         read_words: also read the pause's transcript (a last word no sentence ends on is incomplete).
+        vocative: with ``read_words``, says whether the pause's transcript only addresses the bot
+            (its wake name alone: "Jarvis, ⟨pause⟩ what is ..."), which is no turn yet; set per
+            voice session, which knows the name (None: no name to read).
     """
 
     decide_after_ms: int = default_of(VoiceSettings, "turn_decide_after_ms")
     max_silence_ms: int = default_of(VoiceSettings, "turn_max_silence_ms")
     threshold: float = default_of(VoiceSettings, "turn_threshold")
     read_words: bool = True
+    vocative: Callable[[str], bool] | None = None
+
+    def continues(self, text: str) -> bool:
+        """The pause's words say the speaker is mid-turn (when the words are read)."""
+        if not self.read_words:
+            return False
+        return text_continues(text) or (self.vocative is not None and self.vocative(text))
 
     def __post_init__(self) -> None:
         if not 0 < self.decide_after_ms < self.max_silence_ms:
@@ -102,7 +113,7 @@ def is_complete(probability: float | None, text: str, settings: EndOfTurnSetting
     """The verdict on a pause: the model says done and (when read) the words do not continue."""
     if probability is None or probability < settings.threshold:
         return False
-    return not (settings.read_words and text_continues(text))
+    return not settings.continues(text)
 
 
 class EndOfTurnStage:
@@ -184,7 +195,7 @@ class EndOfTurnStage:
             utterance_id=check.utterance_id,
             complete=complete,
             probability=probability,
-            text_continues=self.settings.read_words and text_continues(check.text),
+            text_continues=self.settings.continues(check.text),
             pause_ms=check.pause_ms,
             check_ms=check_ms,
         )

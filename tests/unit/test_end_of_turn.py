@@ -14,6 +14,7 @@ from openab_voice.audio import scenes
 from openab_voice.audio.frame import AudioFrame, ProcessedFrame
 from openab_voice.bus.events import Event
 from openab_voice.clock import FakeClock
+from openab_voice.engine.turns import only_address
 from openab_voice.errors import ConfigError, ProviderUnavailable
 from openab_voice.providers.registry import refuse
 from openab_voice.providers.turn import TurnConfig, turn_registry
@@ -56,6 +57,16 @@ def test_the_verdict_needs_the_model_and_the_words() -> None:
     assert not is_complete(0.9, "Tell me about the", settings)
     assert is_complete(0.9, "Tell me about the", EndOfTurnSettings(read_words=False))
     assert not is_complete(None, "Tell me a joke.", settings)  # the model failed: no verdict
+
+
+def test_the_wake_name_alone_is_the_opening_of_a_turn_not_a_turn() -> None:
+    # "Jarvis, <pause> what is two plus two?": the session reads its wake name into the settings.
+    settings = EndOfTurnSettings(vocative=lambda text: only_address(text, "Jarvis"))
+    assert not is_complete(0.9, "Jarvis.", settings)
+    assert not is_complete(0.9, "Hey, Jarvus,", settings)  # the name's tolerance
+    assert is_complete(0.9, "Thanks, Jarvis.", settings)  # addressed at its end: a turn
+    assert is_complete(0.9, "Jarvis.", EndOfTurnSettings())  # no name known
+    assert is_complete(0.9, "Jarvis.", EndOfTurnSettings(read_words=False, vocative=settings.vocative))
 
 
 def test_bad_end_of_turn_settings_name_the_setting() -> None:

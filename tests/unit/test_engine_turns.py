@@ -11,6 +11,7 @@ from openab_voice.engine.turns import (
     addresses,
     name_as_heard_early,
     name_tokens,
+    only_address,
     opens_with_name,
     without_address,
 )
@@ -134,6 +135,23 @@ def test_wake_name_tolerates_one_misrecognized_letter() -> None:
 )
 def test_without_address_takes_the_wake_name_off(text: str, expected: str) -> None:
     assert without_address(text, "Jarvis") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "alone"),
+    [
+        ("Jarvis.", "Jarvis", True),
+        ("Hey Jarvis,", "Jarvis", True),
+        ("Open AB?", "OpenAB", True),
+        ("Jervis", "Jarvis", True),
+        ("Jarvis, what time is it?", "Jarvis", False),
+        ("Thanks, Jarvis.", "Jarvis", False),
+        ("Hey.", "Jarvis", False),
+        ("", "Jarvis", False),
+    ],
+)
+def test_only_address_is_the_wake_name_alone(text: str, name: str, alone: bool) -> None:
+    assert only_address(text, name) is alone
 
 
 def test_without_address_joins_split_names() -> None:
