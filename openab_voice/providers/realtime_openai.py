@@ -64,8 +64,17 @@ def _websocket_errors() -> tuple[type[BaseException], ...]:
     return (ws.WebSocketException,)
 
 
-def connection_error(exc: BaseException, *, model: str) -> OpenabError:
-    """Our error for a failure to open or keep the websocket (``exc`` from websockets or the OS)."""
+def connection_error(
+    exc: BaseException, *, model: str, provider: str = "openai-realtime", service: str = "realtime"
+) -> OpenabError:
+    """Our error for a failure to open or keep the websocket (``exc`` from websockets or the OS).
+
+    Args:
+        exc: the failure.
+        model: the model asked for (a detail of ``REALTIME_MODEL_UNKNOWN``).
+        provider: the ``provider`` detail (``openai-live`` for GPT-Live, which reuses these codes).
+        service: what the messages call the server ("the {service} server refused the key").
+    """
     if isinstance(exc, OpenabError):
         return exc
     response = getattr(exc, "response", None)
@@ -74,64 +83,67 @@ def connection_error(exc: BaseException, *, model: str) -> OpenabError:
     if isinstance(status, int):
         if status in (401, 403):
             return ProviderRequestRejected(
-                f"the realtime server refused the key (HTTP {status})",
+                f"the {service} server refused the key (HTTP {status})",
                 code=ErrorCode.REALTIME_AUTH_FAILED,
-                provider="openai-realtime",
+                provider=provider,
                 status=status,
             )
         if status == 404:
             return ProviderRequestRejected(
-                f"the realtime server does not know model {model!r} (HTTP 404)",
+                f"the {service} server does not know model {model!r} (HTTP 404)",
                 code=ErrorCode.REALTIME_MODEL_UNKNOWN,
-                provider="openai-realtime",
+                provider=provider,
                 status=status,
                 model=model,
             )
         if status == 429:
             return ProviderRequestFailed(
-                "the realtime server is rate limiting (HTTP 429)",
+                f"the {service} server is rate limiting (HTTP 429)",
                 code=ErrorCode.REALTIME_RATE_LIMITED,
-                provider="openai-realtime",
+                provider=provider,
                 status=status,
             )
         if status >= 500:
             return ProviderRequestFailed(
-                f"the realtime server failed (HTTP {status})",
+                f"the {service} server failed (HTTP {status})",
                 code=ErrorCode.REALTIME_SERVER_ERROR,
-                provider="openai-realtime",
+                provider=provider,
                 status=status,
             )
         return ProviderRequestRejected(
-            f"the realtime server refused the connection (HTTP {status})",
+            f"the {service} server refused the connection (HTTP {status})",
             code=ErrorCode.REALTIME_REQUEST_REJECTED,
-            provider="openai-realtime",
+            provider=provider,
             status=status,
         )
     return ProviderRequestFailed(
-        f"realtime connection lost: {failure}",
+        f"{service} connection lost: {failure}",
         code=ErrorCode.REALTIME_CONNECTION_LOST,
-        provider="openai-realtime",
+        provider=provider,
         failure=failure,
     )
 
 
-def server_error(*, kind: str, code: str | None, message: str, model: str) -> OpenabError:
-    """Our error for a server ``error`` event (``error.type``, ``error.code``, ``error.message``)."""
+def server_error(
+    *, kind: str, code: str | None, message: str, model: str, provider: str = "openai-realtime"
+) -> OpenabError:
+    """Our error for a server ``error`` event (``error.type``, ``error.code``, ``error.message``).
+
+    ``provider`` is the ``provider`` detail (``openai-live`` for GPT-Live, which reuses these codes).
+    """
     text = f"{kind}/{code or '-'}: {message}"[:300]
     key = f"{kind} {code or ''}".lower()
     if "auth" in key or "api_key" in key or "permission" in key:
-        return ProviderRequestRejected(text, code=ErrorCode.REALTIME_AUTH_FAILED, provider="openai-realtime")
+        return ProviderRequestRejected(text, code=ErrorCode.REALTIME_AUTH_FAILED, provider=provider)
     if "model" in key and ("not_found" in key or "unknown" in key or "does_not_exist" in key):
         return ProviderRequestRejected(
-            text, code=ErrorCode.REALTIME_MODEL_UNKNOWN, provider="openai-realtime", model=model
+            text, code=ErrorCode.REALTIME_MODEL_UNKNOWN, provider=provider, model=model
         )
     if "rate_limit" in key or "quota" in key:
-        return ProviderRequestFailed(text, code=ErrorCode.REALTIME_RATE_LIMITED, provider="openai-realtime")
+        return ProviderRequestFailed(text, code=ErrorCode.REALTIME_RATE_LIMITED, provider=provider)
     if kind == "invalid_request_error":
-        return ProviderRequestRejected(
-            text, code=ErrorCode.REALTIME_REQUEST_REJECTED, provider="openai-realtime"
-        )
-    return ProviderRequestFailed(text, code=ErrorCode.REALTIME_SERVER_ERROR, provider="openai-realtime")
+        return ProviderRequestRejected(text, code=ErrorCode.REALTIME_REQUEST_REJECTED, provider=provider)
+    return ProviderRequestFailed(text, code=ErrorCode.REALTIME_SERVER_ERROR, provider=provider)
 
 
 class _SdkLink:
