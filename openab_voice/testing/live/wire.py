@@ -1,0 +1,146 @@
+"""The Live wire format, in the ``openai`` package's own ``openai.types.live`` models and nothing else.
+
+Client events are parsed into the SDK's ``ClientEvent`` members (the one named by ``type``,
+validated, with every field the SDK does not model refused as the real API refuses an unknown
+parameter); server events are SDK ``ServerEvent`` members serialized with the SDK's own ``to_json``
+(API names, unset fields left out: ``session.output_audio.delta`` has no ``start_ms`` / ``end_ms``
+on a primary socket because none is set). So the loopback cannot send or accept what the SDK does
+not describe.
+
+The SDK's own parser is lenient where the server must not be: ``parse_event`` builds an unknown
+``type`` as the first union member (``SessionStartedEvent``) and the models default
+``delegation_id`` to None although the API calls it "Required, nullable" (the ``*Param``
+TypedDicts say ``Required[Optional[str]]``). Here an unknown ``type`` is refused, and so is an
+``*.append`` without ``delegation_id``.
+
+Ids, the :class:`~openab_voice.testing.realtime.wire.ParseFailure` shape and the unknown-parameter
+walk are the realtime loopback's (:mod:`openab_voice.testing.realtime.wire`).
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import pydantic
+from openai._models import BaseModel as SdkModel
+from openai.types.live import Error, ErrorEvent
+from openai.types.live.client_event import ClientEvent as SdkClientEvent
+from openai.types.live.server_event import ServerEvent as SdkServerEvent
+
+from openab_voice.testing.realtime.wire import ParseFailure, _describe, new_id, unknown_parameters
+
+__all__ = [
+    "ClientEvent",
+    "ParseFailure",
+    "Refusal",
+    "ServerEvent",
+    "client_event_classes",
+    "dump_server_event",
+    "echo",
+    "error_event",
+    "new_id",
+    "parse_client_event",
+    "server_event_classes",
+]
+
+ClientEvent: TypeAlias = SdkClientEvent
+ServerEvent: TypeAlias = SdkServerEvent
+
+NULLABLE_REQUIRED: typing.Final = frozenset(
+    {"session.instructions.append", "session.thinking.append", "session.commentary.append"}
+)
+"""Client events whose ``delegation_id`` must be present, possibly null ("Required, nullable")."""
+
+
+def _members(union: object) -> dict[str, type[SdkModel]]:
+    """``type`` literal -> model class, for a discriminated SDK union (``Annotated[Union[...], ...]``)."""
+    table: dict[str, type[SdkModel]] = {}
+    for cls in typing.get_args(typing.get_args(union)[0]):
+        (literal,) = typing.get_args(cls.model_fields["type"].annotation)
+        table[literal] = cls
+    return table
+
+
+_CLIENT = _members(SdkClientEvent)
+_SERVER = _members(SdkServerEvent)
+
+
+def client_event_classes() -> Mapping[str, type[SdkModel]]:
+    """Every Live client event the SDK models, by its ``type``."""
+    return dict(_CLIENT)
+
+
+def server_event_classes() -> Mapping[str, type[SdkModel]]:
+    """Every Live server event the SDK models, by its ``type``."""
+    return dict(_SERVER)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """A well-formed command the session will not carry out: the ``error`` event's fields."""
+
+    code: str
+    message: str
+    param: str | None = None
+
+
+def parse_client_event(raw: str | bytes) -> ClientEvent | ParseFailure:
+    """Parse one websocket message into the SDK's Live client event model, or say why not."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        data: object = json.loads(text)
+    except ValueError as exc:
+        return _fail("invalid_json", f"Invalid JSON: {exc}", None, None, text)
+    if not isinstance(data, dict):
+        return _fail("invalid_type", "Invalid type: the event must be a JSON object.", None, None, text)
+    event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
+    kind = data.get("type")
+    cls = _CLIENT.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        supported = ", ".join(f"'{name}'" for name in sorted(_CLIENT))
+        message = f"Invalid value: {kind!r}. Supported values are: {supported}."
+        return _fail("invalid_value", message, "type", event_id, text)
+    try:
+        event = cls.model_validate(data)
+    except pydantic.ValidationError as exc:
+        code, message, param = _describe(exc)
+        return _fail(code, message, param, event_id, text)
+    extras = list(unknown_parameters(event))
+    if extras:
+        return _fail("unknown_parameter", f"Unknown parameter: '{extras[0]}'.", extras[0], event_id, text)
+    if kind in NULLABLE_REQUIRED and "delegation_id" not in event.model_fields_set:
+        message = "Missing required parameter: 'delegation_id' (send null for general session context)."
+        return _fail("missing_required_parameter", message, "delegation_id", event_id, text)
+    return typing.cast(ClientEvent, event)
+
+
+def _fail(code: str, message: str, param: str | None, event_id: str | None, raw: str) -> ParseFailure:
+    return ParseFailure(code=code, message=message, param=param, event_id=event_id, raw=raw)
+
+
+def dump_server_event(event: ServerEvent) -> str:
+    """The JSON text sent for ``event``: the SDK's own serializer, API field names, unset fields left out."""
+    return event.to_json(use_api_names=True, exclude_unset=True, indent=None)
+
+
+def echo(client_event_id: str | None) -> dict[str, str]:
+    """``client_event_id`` for a server event answering a client command, only when it had one."""
+    return {"client_event_id": client_event_id} if client_event_id is not None else {}
+
+
+def error_event(
+    *,
+    code: str,
+    message: str,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+    client_event_id: str | None = None,
+) -> ErrorEvent:
+    """An ``error`` server event: the server's own ``event_id``, the client command that caused it in
+    both ``client_event_id`` and ``error.client_event_id`` (unlike Realtime's ``error.event_id``)."""
+    error = Error(code=code, message=message, type=type, param=param, **echo(client_event_id))
+    return ErrorEvent(type="error", event_id=new_id("event"), error=error, **echo(client_event_id))
