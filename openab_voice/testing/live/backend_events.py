@@ -12,6 +12,7 @@ from 0 per response.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from openai._models import BaseModel as SdkModel
@@ -61,9 +62,10 @@ class BackendStream:
         self._sequence = 0
         self._outputs = 0
 
-    def _next(self) -> int:
+    def _event(self, cls: Callable[..., SdkModel], kind: str, **fields: Any) -> NestedEvent:
+        """The next nested event: a ``cls`` of type ``kind`` numbered after the previous one."""
         self._sequence += 1
-        return self._sequence - 1
+        return _dump(cls(type=kind, sequence_number=self._sequence - 1, **fields))
 
     def _snapshot(self, status: Literal["in_progress", "completed"]) -> Response:
         return Response(
@@ -80,18 +82,10 @@ class BackendStream:
         )
 
     def created(self) -> NestedEvent:
-        return _dump(
-            ResponseCreatedEvent(
-                type="response.created", sequence_number=self._next(), response=self._snapshot("in_progress")
-            )
-        )
+        return self._event(ResponseCreatedEvent, "response.created", response=self._snapshot("in_progress"))
 
     def completed(self) -> NestedEvent:
-        return _dump(
-            ResponseCompletedEvent(
-                type="response.completed", sequence_number=self._next(), response=self._snapshot("completed")
-            )
-        )
+        return self._event(ResponseCompletedEvent, "response.completed", response=self._snapshot("completed"))
 
     def function_call(self, call: CallFunction) -> list[NestedEvent]:
         """A ``function_call`` output item, from ``output_item.added`` to ``output_item.done``."""
@@ -108,37 +102,23 @@ class BackendStream:
         ids: dict[str, Any] = {"item_id": item.id, "output_index": index}
         done = item.model_copy(update={"arguments": call.arguments, "status": "completed"})
         return [
-            _dump(
-                ResponseOutputItemAddedEvent(
-                    type="response.output_item.added",
-                    sequence_number=self._next(),
-                    output_index=index,
-                    item=item,
-                )
+            self._event(
+                ResponseOutputItemAddedEvent, "response.output_item.added", output_index=index, item=item
             ),
-            _dump(
-                ResponseFunctionCallArgumentsDeltaEvent(
-                    type="response.function_call_arguments.delta",
-                    sequence_number=self._next(),
-                    delta=call.arguments,
-                    **ids,
-                )
+            self._event(
+                ResponseFunctionCallArgumentsDeltaEvent,
+                "response.function_call_arguments.delta",
+                delta=call.arguments,
+                **ids,
             ),
-            _dump(
-                ResponseFunctionCallArgumentsDoneEvent(
-                    type="response.function_call_arguments.done",
-                    sequence_number=self._next(),
-                    arguments=call.arguments,
-                    **ids,
-                )
+            self._event(
+                ResponseFunctionCallArgumentsDoneEvent,
+                "response.function_call_arguments.done",
+                arguments=call.arguments,
+                **ids,
             ),
-            _dump(
-                ResponseOutputItemDoneEvent(
-                    type="response.output_item.done",
-                    sequence_number=self._next(),
-                    output_index=index,
-                    item=done,
-                )
+            self._event(
+                ResponseOutputItemDoneEvent, "response.output_item.done", output_index=index, item=done
             ),
         ]
 
@@ -156,48 +136,20 @@ class BackendStream:
             )
 
         return [
-            _dump(
-                ResponseOutputItemAddedEvent(
-                    type="response.output_item.added",
-                    sequence_number=self._next(),
-                    output_index=index,
-                    item=message("in_progress", []),
-                )
+            self._event(
+                ResponseOutputItemAddedEvent,
+                "response.output_item.added",
+                output_index=index,
+                item=message("in_progress", []),
             ),
-            _dump(
-                ResponseContentPartAddedEvent(
-                    type="response.content_part.added", sequence_number=self._next(), part=empty, **ids
-                )
-            ),
-            _dump(
-                ResponseTextDeltaEvent(
-                    type="response.output_text.delta",
-                    sequence_number=self._next(),
-                    delta=text,
-                    logprobs=[],
-                    **ids,
-                )
-            ),
-            _dump(
-                ResponseTextDoneEvent(
-                    type="response.output_text.done",
-                    sequence_number=self._next(),
-                    text=text,
-                    logprobs=[],
-                    **ids,
-                )
-            ),
-            _dump(
-                ResponseContentPartDoneEvent(
-                    type="response.content_part.done", sequence_number=self._next(), part=full, **ids
-                )
-            ),
-            _dump(
-                ResponseOutputItemDoneEvent(
-                    type="response.output_item.done",
-                    sequence_number=self._next(),
-                    output_index=index,
-                    item=message("completed", [full]),
-                )
+            self._event(ResponseContentPartAddedEvent, "response.content_part.added", part=empty, **ids),
+            self._event(ResponseTextDeltaEvent, "response.output_text.delta", delta=text, logprobs=[], **ids),
+            self._event(ResponseTextDoneEvent, "response.output_text.done", text=text, logprobs=[], **ids),
+            self._event(ResponseContentPartDoneEvent, "response.content_part.done", part=full, **ids),
+            self._event(
+                ResponseOutputItemDoneEvent,
+                "response.output_item.done",
+                output_index=index,
+                item=message("completed", [full]),
             ),
         ]

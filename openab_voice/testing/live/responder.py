@@ -16,14 +16,21 @@ session's target without a call: the client answers with ``session.commentary.ap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from openai.types.live import FunctionTool
 from openai.types.live.initial_item import InitialItem
 
-from openab_voice.testing.realtime.responder import CallFunction, Line, Speak
+from openab_voice.testing.realtime.responder import (
+    CallFunction,
+    Line,
+    ScriptedReplies,
+    Speak,
+    Transcript,
+    echo_reply,
+)
 
 __all__ = [
     "AppendKind",
@@ -69,7 +76,7 @@ class Appended:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LiveTurn:
+class LiveTurn(Transcript):
     """Everything a responder may look at for one reply."""
 
     source: Literal["speech", "backend"]
@@ -79,16 +86,6 @@ class LiveTurn:
     tools: tuple[FunctionTool, ...] = ()
     delegation_id: str | None = None
 
-    @property
-    def last_user_text(self) -> str:
-        """What the user said last ("" if nothing)."""
-        return next((line.text for line in reversed(self.lines) if line.role == "user"), "")
-
-    @property
-    def last_tool_result(self) -> Line | None:
-        """The last line, when it is a function call's output (the reply after a tool call)."""
-        return self.lines[-1] if self.lines and self.lines[-1].role == "tool_result" else None
-
 
 class LiveResponder(Protocol):
     """Decides a reply. May take time (a model running); a barge-in abandons the call."""
@@ -96,37 +93,15 @@ class LiveResponder(Protocol):
     async def respond(self, turn: LiveTurn) -> LiveReply: ...
 
 
-ScriptedLiveReply = LiveReply | str | Callable[[LiveTurn], LiveReply | str]
-
-
-class ScriptedLiveResponder:
-    """Answers with the next scripted reply; the last one repeats. Every turn is recorded.
-
-    Args:
-        replies: a reply, text to speak, or a function of the turn returning either.
-    """
-
-    def __init__(self, replies: Sequence[ScriptedLiveReply]) -> None:
-        if not replies:
-            raise ValueError("at least one reply")
-        self._replies = list(replies)
-        self.turns: list[LiveTurn] = []
-
-    async def respond(self, turn: LiveTurn) -> LiveReply:
-        self.turns.append(turn)
-        reply = self._replies[min(len(self.turns), len(self._replies)) - 1]
-        value = reply(turn) if callable(reply) else reply
-        return Speak(text=value) if isinstance(value, str) else value
+class ScriptedLiveResponder(ScriptedReplies[LiveTurn, LiveReply]):
+    """The Live loopback's scripted model: the realtime loopback's
+    :class:`~openab_voice.testing.realtime.responder.ScriptedReplies` over a :class:`LiveTurn`, so
+    a reply may also be a :class:`Delegate`."""
 
 
 def echo_responder() -> ScriptedLiveResponder:
     """The default: repeats what it heard ("You said: ...")."""
-
-    def echo(turn: LiveTurn) -> str:
-        heard = turn.last_user_text
-        return f"You said: {heard}" if heard else "I did not hear anything."
-
-    return ScriptedLiveResponder([echo])
+    return ScriptedLiveResponder([echo_reply])
 
 
 @dataclass(slots=True, kw_only=True)

@@ -17,16 +17,11 @@ checked as the real API does: a wrong or missing key is HTTP 401 with the API's 
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Collection
 from http import HTTPStatus
-from types import TracebackType
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs
 
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
-from websockets.http11 import Request, Response
+from websockets.asyncio.server import ServerConnection
 
 from openab_voice.clock import Clock, SystemClock
 from openab_voice.testing.live.floor import Hearing
@@ -36,14 +31,14 @@ from openab_voice.testing.live.session_config import KNOWN_MODELS
 from openab_voice.testing.realtime.faults import Faults
 from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.speech import Listener, PiperVoice, Voice, WhisperListener
+from openab_voice.testing.sdk_socket import HandshakeRefusal, SdkSocketServer
 
 __all__ = ["LIVE_PATH", "LoopbackLiveServer"]
 
 LIVE_PATH = "/v1/live/sessions"
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-class LoopbackLiveServer:
+class LoopbackLiveServer(SdkSocketServer[LoopbackLiveSession]):
     """A GPT-Live server on 127.0.0.1 answering through local STT, a responder and local TTS.
 
     Args:
@@ -76,137 +71,44 @@ class LoopbackLiveServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self.api_key = api_key
-        self.faults = faults or Faults()
-        self.sessions: list[LoopbackLiveSession] = []
-        self.refused_handshakes: list[HTTPStatus] = []
-        self._services = SessionServices(
+        services = SessionServices(
             responder=responder or echo_responder(),
             listener=listener or WhisperListener(),
             voice=voice or PiperVoice(),
             clock=clock or SystemClock(),
             pacing=pacing or Pacing(),
-            faults=self.faults,
+            faults=faults or Faults(),
             hearing=hearing or Hearing(),
             models=frozenset(models),
             session_s=session_s,
         )
-        self._own_listener = listener is None
-        self._own_voice = voice is None
-        self._host = host
-        self._port = port
-        self._server: Server | None = None
-        self._session_added = asyncio.Condition()
-        self._handlers: set[asyncio.Task[object]] = set()
+        super().__init__(
+            name="live",
+            path=LIVE_PATH,
+            api_key=api_key,
+            faults=services.faults,
+            host=host,
+            port=port,
+            owned=[
+                *([services.listener] if listener is None else []),
+                *([services.voice] if voice is None else []),
+            ],
+        )
+        self._services = services
 
     @property
     def responder(self) -> LiveResponder:
         """What answers every session's turns."""
         return self._services.responder
 
-    # --- addresses -----------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the loopback live server is not running")
-        return int(next(iter(self._server.sockets)).getsockname()[1])
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>/v1``: the ``base_url`` / ``OPENAI_BASE_URL`` for an ``openai`` client."""
-        return f"http://{self._host}:{self.port}/v1"
-
-    @property
-    def websocket_url(self) -> str:
-        """``ws://127.0.0.1:<port>/v1/live/sessions``, the endpoint the SDK derives from :attr:`base_url`."""
-        return f"ws://{self._host}:{self.port}{LIVE_PATH}"
-
-    # --- lifecycle -----------------------------------------------------------------------------
-
-    async def start(self) -> LoopbackLiveServer:
-        if self._server is None:
-            self._server = await serve(
-                self._handle,
-                self._host,
-                self._port,
-                process_request=self._check_handshake,
-                max_size=MAX_MESSAGE_BYTES,
-                compression=None,
-                ping_interval=None,
-            )
-        return self
-
-    async def aclose(self) -> None:
-        """Close every connection (1001) and stop listening; close the models it loaded. Idempotent."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            # A session can wait on an injected clock nobody advances any more (pacing, latency,
-            # expiry): its handler is cancelled so that closing stays bounded.
-            for task in list(self._handlers):
-                task.cancel()
-            await server.wait_closed()
-        if self._own_listener:
-            await self._services.listener.aclose()
-        if self._own_voice:
-            await self._services.voice.aclose()
-
-    async def __aenter__(self) -> LoopbackLiveServer:
-        return await self.start()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def session(self, index: int = 0) -> LoopbackLiveSession:
-        """The ``index``-th session (0: the first), waiting until that many clients have connected."""
-        async with self._session_added:
-            await self._session_added.wait_for(lambda: len(self.sessions) > index)
-        return self.sessions[index]
-
-    # --- connections ---------------------------------------------------------------------------
-
-    def _check_handshake(self, connection: ServerConnection, request: Request) -> Response | None:
-        parts = urlsplit(request.path)
+    def _refuse_path(self, parts: SplitResult) -> HandshakeRefusal | None:
         if parts.path.rstrip("/") != LIVE_PATH:
-            return self._refuse(connection, HTTPStatus.NOT_FOUND, f"Invalid URL (GET {parts.path})", None)
+            return HTTPStatus.NOT_FOUND, f"Invalid URL (GET {parts.path})", None
         if parts.query:
             name = next(iter(parse_qs(parts.query, keep_blank_values=True)), parts.query)
             message = f"Unknown parameter: '{name}'. Live takes no query parameters; send the model in session.start."
-            return self._refuse(connection, HTTPStatus.BAD_REQUEST, message, "unknown_parameter")
-        authorization = request.headers.get("Authorization", "")
-        key = authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else ""
-        if self.faults.reject_auth or key != self.api_key:
-            if not key:
-                message = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-                return self._refuse(connection, HTTPStatus.UNAUTHORIZED, message, None)
-            shown = f"{key[:3]}{'*' * 6}{key[-4:]}" if len(key) > 8 else "*" * len(key)
-            message = f"Incorrect API key provided: {shown}. You can find your API key at https://platform.openai.com/account/api-keys."
-            return self._refuse(connection, HTTPStatus.UNAUTHORIZED, message, "invalid_api_key")
+            return HTTPStatus.BAD_REQUEST, message, "unknown_parameter"
         return None
 
-    def _refuse(
-        self, connection: ServerConnection, status: HTTPStatus, message: str, code: str | None
-    ) -> Response:
-        self.refused_handshakes.append(status)
-        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
-        response = connection.respond(status, json.dumps(body) + "\n")
-        response.headers = Headers(
-            [("Content-Type", "application/json"), ("Content-Length", str(len(response.body)))]
-        )
-        return response
-
-    async def _handle(self, connection: ServerConnection) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            session = LoopbackLiveSession(connection, services=self._services)
-            async with self._session_added:
-                self.sessions.append(session)
-                self._session_added.notify_all()
-            await session.serve()
-        finally:
-            self._handlers.discard(task)
+    async def _open(self, connection: ServerConnection) -> LoopbackLiveSession:
+        return LoopbackLiveSession(connection, services=self._services)

@@ -16,9 +16,8 @@ and backend responses. Waiting is by :meth:`LoopbackLiveSession.wait_for` on a c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,6 +60,7 @@ from openab_voice.testing.live.wire import (
 from openab_voice.testing.realtime.faults import Faults
 from openab_voice.testing.realtime.pacing import Pacing
 from openab_voice.testing.realtime.speech import Listener, Voice
+from openab_voice.testing.sdk_socket import SdkSession
 
 __all__ = ["LoopbackLiveSession", "SessionServices"]
 
@@ -80,27 +80,21 @@ class SessionServices:
     session_s: float
 
 
-class LoopbackLiveSession:
+class LoopbackLiveSession(SdkSession[ServerEvent]):
     """A connected client's Live session. Created by the server; read by tests."""
 
     def __init__(self, connection: ServerConnection, *, services: SessionServices) -> None:
+        super().__init__(connection, faults=services.faults, clock=services.clock, dump=dump_server_event)
         self.id = new_id("sess")
         self.resource: SessionResource | None = None
         self.client_events: list[ClientEvent] = []
         self.client_events_at: list[float] = []  # the server clock's time each one arrived
         self.rejected: list[ParseFailure] = []
-        self.sent: list[ServerEvent] = []
-        self.sent_at: list[float] = []  # the server clock's time each event in ``sent`` went out
         self.appended: list[Appended] = []
         self.close_reason: Literal["close_requested", "expired"] | None = None
-        self.closed = asyncio.Event()
-        self._ws = connection
         self._services = services
         self.clock = services.clock
         self._tasks = TaskOwner("loopback live session")
-        self._send_lock = asyncio.Lock()
-        self._changed = asyncio.Condition()
-        self._dropped = False
         self._started_at: float | None = None
         self._spoken_to_end = 0
         self.barge_ins = 0  # speech over the voice while it spoke
@@ -189,26 +183,7 @@ class LoopbackLiveSession:
         assert self.resource is not None, "commands run only in a started session"
         return self.resource
 
-    async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        """Return once ``predicate()`` holds (checked after every event in or out, and on close)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: predicate() or self.closed.is_set())
-
-    async def notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     # --- what a test can make happen now -------------------------------------------------------
-
-    async def drop(self) -> None:
-        """Close the TCP connection without a close frame (the client sees 1006, as on a network failure)."""
-        self._dropped = True
-        self._ws.transport.abort()
-        await self.notify()
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Close the websocket cleanly with ``code``."""
-        await self._ws.close(code, reason)
 
     async def send_error(
         self,
@@ -246,27 +221,6 @@ class LoopbackLiveSession:
             await self._tasks.aclose()
             self.closed.set()
             await self.notify()
-
-    async def send(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None:
-        """Send one server event (after the planned latency, unless a planned drop replaces it).
-
-        Raises:
-            ConnectionDropped: the connection is gone (dropped now or before).
-            websockets.exceptions.ConnectionClosed: the client closed it.
-        """
-        faults = self._services.faults
-        if faults.event_latency_s > 0:
-            await self.clock.sleep(faults.event_latency_s)
-        async with self._send_lock:
-            if self._dropped:
-                raise ConnectionDropped(event.type)
-            if faults.should_drop(event.type, audio_ms_after=audio_ms_after):
-                await self.drop()
-                raise ConnectionDropped(event.type)
-            await self._ws.send(dump_server_event(event))
-            self.sent.append(event)
-            self.sent_at.append(self.clock.monotonic())
-        await self.notify()
 
     async def refuse(self, refusal: Refusal | ParseFailure, client_event_id: str | None) -> None:
         """Answer a command with an ``error`` event."""

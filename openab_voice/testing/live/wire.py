@@ -13,25 +13,24 @@ The SDK's own parser is lenient where the server must not be: ``parse_event`` bu
 TypedDicts say ``Required[Optional[str]]``). Here an unknown ``type`` is refused, and so is an
 ``*.append`` without ``delegation_id``.
 
-Ids, the :class:`~openab_voice.testing.realtime.wire.ParseFailure` shape and the unknown-parameter
-walk are the realtime loopback's (:mod:`openab_voice.testing.realtime.wire`).
+Ids, the :class:`~openab_voice.testing.realtime.wire.ParseFailure` shape, the union table and the
+parser itself (validation errors worded as the API words them, the unknown-parameter walk) are the
+realtime loopback's (:mod:`openab_voice.testing.realtime.wire`); only the check above is Live's.
 """
 
 from __future__ import annotations
 
-import json
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
-import pydantic
 from openai._models import BaseModel as SdkModel
 from openai.types.live import Error, ErrorEvent
 from openai.types.live.client_event import ClientEvent as SdkClientEvent
 from openai.types.live.server_event import ServerEvent as SdkServerEvent
 
-from openab_voice.testing.realtime.wire import ParseFailure, _describe, new_id, unknown_parameters
+from openab_voice.testing.realtime.wire import ParseFailure, Refused, members, new_id, parse_event
 
 __all__ = [
     "ClientEvent",
@@ -56,17 +55,8 @@ NULLABLE_REQUIRED: typing.Final = frozenset(
 """Client events whose ``delegation_id`` must be present, possibly null ("Required, nullable")."""
 
 
-def _members(union: object) -> dict[str, type[SdkModel]]:
-    """``type`` literal -> model class, for a discriminated SDK union (``Annotated[Union[...], ...]``)."""
-    table: dict[str, type[SdkModel]] = {}
-    for cls in typing.get_args(typing.get_args(union)[0]):
-        (literal,) = typing.get_args(cls.model_fields["type"].annotation)
-        table[literal] = cls
-    return table
-
-
-_CLIENT = _members(SdkClientEvent)
-_SERVER = _members(SdkServerEvent)
+_CLIENT = members(SdkClientEvent)
+_SERVER = members(SdkServerEvent)
 
 
 def client_event_classes() -> Mapping[str, type[SdkModel]]:
@@ -90,36 +80,14 @@ class Refusal:
 
 def parse_client_event(raw: str | bytes) -> ClientEvent | ParseFailure:
     """Parse one websocket message into the SDK's Live client event model, or say why not."""
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    try:
-        data: object = json.loads(text)
-    except ValueError as exc:
-        return _fail("invalid_json", f"Invalid JSON: {exc}", None, None, text)
-    if not isinstance(data, dict):
-        return _fail("invalid_type", "Invalid type: the event must be a JSON object.", None, None, text)
-    event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
-    kind = data.get("type")
-    cls = _CLIENT.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        supported = ", ".join(f"'{name}'" for name in sorted(_CLIENT))
-        message = f"Invalid value: {kind!r}. Supported values are: {supported}."
-        return _fail("invalid_value", message, "type", event_id, text)
-    try:
-        event = cls.model_validate(data)
-    except pydantic.ValidationError as exc:
-        code, message, param = _describe(exc)
-        return _fail(code, message, param, event_id, text)
-    extras = list(unknown_parameters(event))
-    if extras:
-        return _fail("unknown_parameter", f"Unknown parameter: '{extras[0]}'.", extras[0], event_id, text)
+    return typing.cast(ClientEvent | ParseFailure, parse_event(raw, _CLIENT, _nullable_required))
+
+
+def _nullable_required(kind: str, event: SdkModel) -> Refused | None:
     if kind in NULLABLE_REQUIRED and "delegation_id" not in event.model_fields_set:
         message = "Missing required parameter: 'delegation_id' (send null for general session context)."
-        return _fail("missing_required_parameter", message, "delegation_id", event_id, text)
-    return typing.cast(ClientEvent, event)
-
-
-def _fail(code: str, message: str, param: str | None, event_id: str | None, raw: str) -> ParseFailure:
-    return ParseFailure(code=code, message=message, param=param, event_id=event_id, raw=raw)
+        return "missing_required_parameter", message, "delegation_id"
+    return None
 
 
 def dump_server_event(event: ServerEvent) -> str:

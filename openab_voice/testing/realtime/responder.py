@@ -13,9 +13,10 @@ the offline llama model).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 from openai.types.realtime import RealtimeFunctionTool
 from openai.types.realtime.conversation_item import ConversationItem
@@ -36,9 +37,13 @@ __all__ = [
     "Line",
     "Reply",
     "Responder",
+    "HeardTurn",
+    "ScriptedReplies",
     "ScriptedResponder",
     "Speak",
+    "Transcript",
     "Turn",
+    "echo_reply",
 ]
 
 
@@ -75,8 +80,25 @@ class Line:
     call_id: str | None = None
 
 
+class Transcript:
+    """What a turn's conversation, as :class:`Line` s, says last (shared by the realtime and Live turns)."""
+
+    __slots__ = ()
+    lines: tuple[Line, ...]
+
+    @property
+    def last_user_text(self) -> str:
+        """What the user said last ("" if nothing)."""
+        return next((line.text for line in reversed(self.lines) if line.role == "user"), "")
+
+    @property
+    def last_tool_result(self) -> Line | None:
+        """The last line, when it is a function call's output (the reply after a tool call)."""
+        return self.lines[-1] if self.lines and self.lines[-1].role == "tool_result" else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Turn:
+class Turn(Transcript):
     """Everything a responder may look at for one response.
 
     Attributes:
@@ -91,16 +113,6 @@ class Turn:
     instructions: str
     tools: tuple[RealtimeFunctionTool, ...] = ()
 
-    @property
-    def last_user_text(self) -> str:
-        """What the user said last ("" if nothing)."""
-        return next((line.text for line in reversed(self.lines) if line.role == "user"), "")
-
-    @property
-    def last_tool_result(self) -> Line | None:
-        """The last item, when it is a function call's output (the response after a tool call)."""
-        return self.lines[-1] if self.lines and self.lines[-1].role == "tool_result" else None
-
 
 class Responder(Protocol):
     """Decides a response. May take time (a model running); cancelling the call abandons it."""
@@ -108,27 +120,52 @@ class Responder(Protocol):
     async def respond(self, turn: Turn) -> Reply: ...
 
 
-ScriptedReply = Reply | str | Callable[[Turn], Reply | str]
+class HeardTurn(Protocol):
+    """A turn that knows what the user said last (a realtime :class:`Turn`, a Live ``LiveTurn``)."""
+
+    @property
+    def last_user_text(self) -> str: ...
 
 
-class ScriptedResponder:
+TurnT = TypeVar("TurnT", bound=HeardTurn)
+ReplyT = TypeVar("ReplyT")
+
+
+class ScriptedReplies(Generic[TurnT, ReplyT]):
     """Answers with the next scripted reply; the last one repeats. Every turn is recorded.
+
+    Generic over the turn it is given and the replies it may give (a :class:`Speak` among them), so
+    the realtime and the Live loopbacks script their models alike.
 
     Args:
         replies: a reply, text to speak, or a function of the turn returning either.
     """
 
-    def __init__(self, replies: Sequence[ScriptedReply]) -> None:
+    def __init__(self, replies: Sequence[ReplyT | str | Callable[[TurnT], ReplyT | str]]) -> None:
         if not replies:
             raise ValueError("at least one reply")
         self._replies = list(replies)
-        self.turns: list[Turn] = []
+        self.turns: list[TurnT] = []
 
-    async def respond(self, turn: Turn) -> Reply:
+    async def respond(self, turn: TurnT) -> ReplyT:
         self.turns.append(turn)
         reply = self._replies[min(len(self.turns), len(self._replies)) - 1]
         value = reply(turn) if callable(reply) else reply
-        return Speak(text=value) if isinstance(value, str) else value
+        # A str is text to speak; every reply type the loopbacks script includes Speak.
+        return typing.cast(ReplyT, Speak(text=value)) if isinstance(value, str) else value
+
+
+ScriptedReply = Reply | str | Callable[[Turn], Reply | str]
+
+
+class ScriptedResponder(ScriptedReplies[Turn, Reply]):
+    """The realtime loopback's scripted model (:class:`ScriptedReplies` over a :class:`Turn`)."""
+
+
+def echo_reply(turn: HeardTurn) -> str:
+    """Repeats what the user said last ("You said: ..."), the loopbacks' default model."""
+    heard = turn.last_user_text
+    return f"You said: {heard}" if heard else "I did not hear anything."
 
 
 class ChatModelResponder:

@@ -15,9 +15,7 @@ server events sent, the conversation (truncation applied), each response's recor
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from openai.types.realtime import (
@@ -72,6 +70,7 @@ from openab_voice.testing.realtime.wire import (
     new_id,
     parse_client_event,
 )
+from openab_voice.testing.sdk_socket import SdkSession
 
 __all__ = ["DEFAULT_RATE_LIMITS", "LoopbackSession", "SessionServices"]
 
@@ -94,10 +93,16 @@ class SessionServices:
     rate_limits: tuple[RateLimit, ...] | None = DEFAULT_RATE_LIMITS
 
 
-class LoopbackSession:
+class LoopbackSession(SdkSession[ServerEvent]):
     """A connected client's session. Created by the server; read by tests."""
 
     def __init__(self, connection: ServerConnection, *, model: str, services: SessionServices) -> None:
+        super().__init__(
+            connection,
+            faults=services.faults,
+            clock=services.clock,
+            dump=dump_server_event,
+        )
         self.id = new_id("sess")
         self.model = model
         self.config: RealtimeSessionCreateRequest = default_session(model)
@@ -105,18 +110,11 @@ class LoopbackSession:
         self.client_events: list[ClientEvent] = []
         self.client_events_at: list[float] = []  # the server clock's time each one arrived
         self.rejected: list[ParseFailure] = []
-        self.sent: list[ServerEvent] = []
-        self.sent_at: list[float] = []  # the server clock's time each event in ``sent`` went out
         self.responses: list[ResponseRecord] = []
-        self._ws = connection
         self._services = services
         self._active: ResponseRun | None = None
         self._tasks = TaskOwner("loopback realtime session")
-        self._send_lock = asyncio.Lock()
-        self._changed = asyncio.Condition()
-        self._dropped = False
         self._has_spoken = False
-        self.closed = asyncio.Event()
         self.listening = ServerListening(
             config=lambda: self.config,
             send=self.send,
@@ -145,26 +143,7 @@ class LoopbackSession:
     def active_response(self) -> ResponseRun | None:
         return self._active
 
-    async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        """Return once ``predicate()`` holds (checked after every event in or out, and on close)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: predicate() or self.closed.is_set())
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     # --- faults that happen now ----------------------------------------------------------------
-
-    async def drop(self) -> None:
-        """Close the TCP connection without a close frame (the client sees 1006, as on a network failure)."""
-        self._dropped = True
-        self._ws.transport.abort()
-        await self._notify()
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Close the websocket cleanly with ``code``."""
-        await self._ws.close(code, reason)
 
     async def send_error(
         self,
@@ -201,33 +180,14 @@ class LoopbackSession:
             await self._tasks.aclose()
             await self.listening.tasks.aclose()
             self.closed.set()
-            await self._notify()
+            await self.notify()
 
-    async def send(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None:
-        """Send one server event (after the planned latency, unless a planned drop replaces it).
-
-        Raises:
-            ConnectionDropped: the connection is gone (dropped now or before).
-            websockets.exceptions.ConnectionClosed: the client closed it.
-        """
-        faults = self._services.faults
-        if faults.event_latency_s > 0:
-            await self._services.clock.sleep(faults.event_latency_s)
-        async with self._send_lock:
-            if self._dropped:
-                raise ConnectionDropped(event.type)
-            if faults.should_drop(event.type, audio_ms_after=audio_ms_after):
-                await self.drop()
-                raise ConnectionDropped(event.type)
-            if isinstance(event, ResponseDoneEvent) and self._active is not None:
-                # Over before the client can read it: a response.create right after is not refused.
-                self._active = None
-            elif isinstance(event, ResponseAudioDeltaEvent):
-                self._has_spoken = True  # the voice is fixed from the first audio on
-            await self._ws.send(dump_server_event(event))
-            self.sent.append(event)
-            self.sent_at.append(self._services.clock.monotonic())
-        await self._notify()
+    def _sending(self, event: ServerEvent) -> None:
+        if isinstance(event, ResponseDoneEvent) and self._active is not None:
+            # Over before the client can read it: a response.create right after is not refused.
+            self._active = None
+        elif isinstance(event, ResponseAudioDeltaEvent):
+            self._has_spoken = True  # the voice is fixed from the first audio on
 
     async def _receive(self, message: str | bytes) -> None:
         parsed = parse_client_event(message)
@@ -237,7 +197,7 @@ class LoopbackSession:
             return
         self.client_events.append(parsed)
         self.client_events_at.append(self._services.clock.monotonic())
-        await self._notify()
+        await self.notify()
         await self._dispatch(parsed)
 
     async def _refuse(self, code: str, message: str, param: str | None, event_id: str | None) -> None:
@@ -345,7 +305,7 @@ class LoopbackSession:
         finally:
             if self._active is run:
                 self._active = None
-        await self._notify()
+        await self.notify()
         faults = self._services.faults
         done = sum(1 for r in self.responses if r.status != "in_progress")
         if faults.close_after_responses is not None and done >= faults.close_after_responses:

@@ -16,7 +16,7 @@ import itertools
 import json
 import secrets
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -29,12 +29,16 @@ from openai.types.realtime.realtime_server_event import RealtimeServerEvent
 __all__ = [
     "ClientEvent",
     "ParseFailure",
+    "Refused",
     "ServerEvent",
     "client_event_classes",
+    "describe_validation_error",
     "dump_server_event",
     "error_event",
+    "members",
     "new_id",
     "parse_client_event",
+    "parse_event",
     "server_event_classes",
     "unknown_parameters",
 ]
@@ -50,7 +54,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{next(_ids):06d}{secrets.token_hex(5)}"
 
 
-def _members(union: object) -> dict[str, type[SdkModel]]:
+def members(union: object) -> dict[str, type[SdkModel]]:
     """``type`` literal -> model class, for a discriminated SDK union (``Annotated[Union[...], ...]``)."""
     inner = typing.get_args(union)[0]
     table: dict[str, type[SdkModel]] = {}
@@ -60,8 +64,8 @@ def _members(union: object) -> dict[str, type[SdkModel]]:
     return table
 
 
-_CLIENT = _members(RealtimeClientEvent)
-_SERVER = _members(RealtimeServerEvent)
+_CLIENT = members(RealtimeClientEvent)
+_SERVER = members(RealtimeServerEvent)
 
 
 def client_event_classes() -> Mapping[str, type[SdkModel]]:
@@ -94,45 +98,56 @@ class ParseFailure:
     raw: str
 
 
+Refused = tuple[str, str, str | None]
+"""A refusal's ``code``, ``message`` and ``param``."""
+
+
 def parse_client_event(raw: str | bytes) -> ClientEvent | ParseFailure:
     """Parse one websocket message into the SDK's client event model, or say why not."""
+    return typing.cast(ClientEvent | ParseFailure, parse_event(raw, _CLIENT))
+
+
+def parse_event(
+    raw: str | bytes,
+    classes: Mapping[str, type[SdkModel]],
+    check: Callable[[str, SdkModel], Refused | None] | None = None,
+) -> SdkModel | ParseFailure:
+    """Parse one websocket message into the member of ``classes`` its ``type`` names, or say why not.
+
+    The member is validated and any field it does not declare refused; ``check`` (given the
+    ``type`` and the event) may refuse what the SDK's model lets through.
+    """
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     try:
         data: object = json.loads(text)
     except ValueError as exc:
-        return ParseFailure(
-            code="invalid_json", message=f"Invalid JSON: {exc}", param=None, event_id=None, raw=text
-        )
+        return _fail(("invalid_json", f"Invalid JSON: {exc}", None), None, text)
     if not isinstance(data, dict):
-        return _fail("invalid_type", "Invalid type: the event must be a JSON object.", None, None, text)
+        return _fail(("invalid_type", "Invalid type: the event must be a JSON object.", None), None, text)
     event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
     kind = data.get("type")
-    cls = _CLIENT.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        supported = ", ".join(f"'{name}'" for name in sorted(_CLIENT))
-        return _fail(
-            "invalid_value",
-            f"Invalid value: {kind!r}. Supported values are: {supported}.",
-            "type",
-            event_id,
-            text,
-        )
+    cls = classes.get(kind) if isinstance(kind, str) else None
+    if not isinstance(kind, str) or cls is None:
+        supported = ", ".join(f"'{name}'" for name in sorted(classes))
+        message = f"Invalid value: {kind!r}. Supported values are: {supported}."
+        return _fail(("invalid_value", message, "type"), event_id, text)
     try:
         event = cls.model_validate(data)
     except pydantic.ValidationError as exc:
-        code, message, param = _describe(exc)
-        return _fail(code, message, param, event_id, text)
+        return _fail(describe_validation_error(exc), event_id, text)
     extras = list(unknown_parameters(event))
     if extras:
-        return _fail("unknown_parameter", f"Unknown parameter: '{extras[0]}'.", extras[0], event_id, text)
-    return typing.cast(ClientEvent, event)
+        return _fail(("unknown_parameter", f"Unknown parameter: '{extras[0]}'.", extras[0]), event_id, text)
+    refused = check(kind, event) if check is not None else None
+    return event if refused is None else _fail(refused, event_id, text)
 
 
-def _fail(code: str, message: str, param: str | None, event_id: str | None, raw: str) -> ParseFailure:
+def _fail(refused: Refused, event_id: str | None, raw: str) -> ParseFailure:
+    code, message, param = refused
     return ParseFailure(code=code, message=message, param=param, event_id=event_id, raw=raw)
 
 
-def _describe(exc: pydantic.ValidationError) -> tuple[str, str, str | None]:
+def describe_validation_error(exc: pydantic.ValidationError) -> Refused:
     """The first validation error as the real API words it. Union members' class names are not
     parameters, so they are dropped from the path."""
     first = exc.errors()[0]
