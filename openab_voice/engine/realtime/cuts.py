@@ -25,7 +25,8 @@ from openab_voice.engine.duplex import EngineBinding
 from openab_voice.engine.events import ProviderTruncated, SpeechClaimCut
 from openab_voice.engine.handle import FRAME_MS, SpeechOutput
 from openab_voice.engine.realtime.provider import ProviderSession
-from openab_voice.engine.realtime.response import ClaimCut, RealtimeResponse
+from openab_voice.engine.realtime.response import RealtimeResponse
+from openab_voice.engine.realtime.speech import ClaimCut
 from openab_voice.errors import OpenabError
 
 __all__ = ["Cuts"]

@@ -37,12 +37,13 @@ from openab_voice.engine.realtime.audio import TurnAudio
 from openab_voice.engine.realtime.cuts import Cuts
 from openab_voice.engine.realtime.exact import ExactLines
 from openab_voice.engine.realtime.provider import ProviderSession
-from openab_voice.engine.realtime.response import ClaimCut, RealtimeResponse
+from openab_voice.engine.realtime.response import RealtimeResponse
 from openab_voice.engine.realtime.session import (
     NoLink,
     RealtimeSettings,
     realtime_capabilities,
 )
+from openab_voice.engine.realtime.speech import ClaimCut
 from openab_voice.engine.realtime.turn import send_turn
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.state import (

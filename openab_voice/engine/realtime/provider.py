@@ -7,25 +7,20 @@ history as items: a fresh session knows nothing, and the old one is never resume
 the server's events: a response's events to the engine's active response (:class:`ResponseRoute`),
 errors between responses to the bus, the provider's own speech events kept as advisory only.
 
-When the session goes it reports ``ProviderLost`` once (``recovering``), waits with bounded backoff
-(doubling to ``reconnect_max_s``, for as long as the call lasts) and reports ``Recovered`` when a new
-one is ready. A refused key or an unknown model is not retried: :attr:`failure` says why, and the
-engine stays down.
+Losing it, reconnecting and reporting are :class:`~openab_voice.engine.realtime.keeper.SessionKeeper`'s.
+A refused key or an unknown model is not retried: :attr:`failure` says why, and the engine stays down.
 """
 
 from __future__ import annotations
 
 import collections
-import enum
-import logging
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.duplex import EngineBinding
+from openab_voice.engine.realtime.keeper import LinkPhase, SessionKeeper
 from openab_voice.engine.realtime.response import REALTIME_TOOLS
 from openab_voice.engine.realtime.session import RealtimeSettings, response_id_of, session_config
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.state import ProviderLost, Recovered
 from openab_voice.errors import ErrorCode, OpenabError
 from openab_voice.providers.realtime import RealtimeConnector, RealtimeLink
 from openab_voice.providers.realtime_openai import connection_error, greeted, server_error
@@ -34,19 +29,6 @@ if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are on
     from openai.types.realtime import RealtimeErrorEvent, RealtimeServerEvent
 
 __all__ = ["LinkPhase", "ProviderSession", "ResponseRoute"]
-
-log = logging.getLogger(__name__)
-
-
-class LinkPhase(enum.Enum):
-    """Where a :class:`ProviderSession` is: ``connecting`` -> ``up`` <-> ``down``, then ``failed``
-    (a failure that is not retried) or ``closed``."""
-
-    CONNECTING = "connecting"  # the first session is being opened: nothing was lost yet
-    UP = "up"  # a session is open (:attr:`ProviderSession.link`)
-    DOWN = "down"  # ProviderLost was reported; reconnecting with backoff, Recovered owed
-    FAILED = "failed"  # not retried (:attr:`ProviderSession.failure`): the session stays down
-    CLOSED = "closed"  # close() was called
 
 
 class ResponseRoute(Protocol):
@@ -92,7 +74,7 @@ class RecentIds:
         return len(self._ids)
 
 
-class ProviderSession:
+class ProviderSession(SessionKeeper[RealtimeLink, "RealtimeServerEvent"]):
     """One conversation's provider session, kept alive (see the module docstring).
 
     Args:
@@ -112,34 +94,31 @@ class ProviderSession:
         settings: RealtimeSettings,
         route: ResponseRoute,
     ) -> None:
-        self._b = binding
+        super().__init__(
+            binding=binding,
+            engine="realtime",
+            reconnect_initial_s=settings.reconnect_initial_s,
+            reconnect_max_s=settings.reconnect_max_s,
+        )
         self._connector = connector
         self._tools = tools
         self._settings = settings
         self._route = route
-        self.link: RealtimeLink | None = None
-        """The session now (None while down)."""
-        self.phase = LinkPhase.CONNECTING
-        self.failure: OpenabError | None = None
-        """A failure that is not retried (auth, unknown model): the session stays down."""
         self.advisory: collections.deque[str] = collections.deque(maxlen=ADVISORY_KEPT)
         """The provider's latest speech events, kept for inspection; never acted on."""
         self._stale = RecentIds(STALE_KEPT)  # provider response ids whose events are dropped
         self._orphans = 0  # responses cancelled before their response.created arrived
 
     @property
-    def lost(self) -> bool:
-        """``ProviderLost`` was reported and ``Recovered`` has not followed (it never does once failed)."""
-        return self.phase in (LinkPhase.DOWN, LinkPhase.FAILED)
-
-    @property
-    def closed(self) -> bool:
-        """:meth:`close` was called (read after each await: it may come while a session opens)."""
-        return self.phase is LinkPhase.CLOSED
-
-    @property
     def model(self) -> str:
         return self._connector.model
+
+    def _lost(self, exc: BaseException) -> OpenabError:
+        return connection_error(exc, model=self.model)
+
+    def _fresh(self) -> None:
+        self._stale.clear()  # a fresh session: no response of the old one can arrive here
+        self._orphans = 0
 
     def forget(self, response_ids: list[str], *, created: bool) -> None:
         """Drop every later event of these provider responses (cancelled or settled); ``created``
@@ -147,47 +126,6 @@ class ProviderSession:
         self._stale.update(response_ids)
         if not created:
             self._orphans += 1
-
-    async def run(self) -> None:
-        """Keep a session up until :meth:`close` (or a failure that is not retried)."""
-        delay = self._settings.reconnect_initial_s
-        while not self.closed:
-            try:
-                link = await self._open()
-            except OpenabError as exc:
-                if not self._down(exc):
-                    return
-                await self._b.clock.sleep(delay)
-                delay = min(delay * 2, self._settings.reconnect_max_s)
-                continue
-            self._stale.clear()  # a fresh session: no response of the old one can arrive here
-            self._orphans = 0
-            if self.closed:  # closed while it opened: nobody reads it
-                await link.close()
-                return
-            self.link = link
-            recovered = self.phase is LinkPhase.DOWN
-            self.phase = LinkPhase.UP
-            if recovered:
-                self._b.report(Recovered())
-            try:
-                error = await self._read(link)
-            finally:
-                if self.link is link:
-                    self.link = None
-                await link.close()
-            if self.closed:
-                return
-            delay = self._settings.reconnect_initial_s
-            if not self._down(error):
-                return
-
-    async def close(self) -> None:
-        """Close the session now (the task running :meth:`run` is the owner's to cancel)."""
-        self.phase = LinkPhase.CLOSED
-        link, self.link = self.link, None
-        if link is not None:
-            await link.close()
 
     async def _open(self) -> RealtimeLink:
         """A fresh provider session, greeted and seeded (closed again when that fails).
@@ -211,21 +149,6 @@ class ProviderSession:
             raise
         return link
 
-    def _down(self, error: OpenabError) -> bool:
-        """The session is gone (or never came): report it; False when it must not be retried."""
-        log.warning("realtime session down: %s", error)
-        if self.closed:
-            return False  # closed while a session opened or was read: nothing to report or retry
-        if self.phase is not LinkPhase.DOWN:
-            self._b.report(ProviderLost(code=error.code, message=error.message, retryable=error.retryable))
-        self.phase = LinkPhase.DOWN
-        self._publish(error, model=True)
-        if not error.retryable:
-            self.failure = error
-            self.phase = LinkPhase.FAILED
-            return False
-        return True
-
     async def _seed(self, link: RealtimeLink) -> None:
         """``session.update``, then our heard-only history as items."""
         tools = [
@@ -246,17 +169,6 @@ class ProviderSession:
                 "content": [{"type": kind, "text": message.content}],
             }
             await link.send({"type": "conversation.item.create", "item": item})
-
-    async def _read(self, link: RealtimeLink) -> OpenabError:
-        """Route the session's events until it ends; the error it ended with."""
-        try:
-            async for event in link.events():
-                failure = self._dispatch(event)
-                if failure is not None:
-                    return failure
-        except Exception as exc:  # anything unexpected ends this session; a fresh one follows
-            return connection_error(exc, model=self.model)
-        return connection_error(ConnectionError("the provider closed the session"), model=self.model)
 
     def _dispatch(self, event: RealtimeServerEvent) -> OpenabError | None:
         """Hand a response's events to it; handle the session's own. An error that ends the session."""
@@ -281,18 +193,3 @@ class ProviderSession:
         if rid not in self._stale:
             self._route.deliver(event)
         return None
-
-    def _publish(self, error: OpenabError, *, model: bool) -> None:
-        details: dict[str, Any] = {"engine": "realtime"}
-        if model:
-            details["model"] = self.model
-        self._b.bus.publish(
-            ErrorRaised(
-                at=self._b.clock.monotonic(),
-                session_id=self._b.session_id,
-                code=error.code,
-                message=error.message,
-                retryable=error.retryable,
-                details=details,
-            )
-        )
