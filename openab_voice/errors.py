@@ -39,10 +39,11 @@ compares, formats and serializes as its plain string); codes that are reported r
 (TOOL_* tool results, STT_DECODE_FAILED, ENGINE_INTERNAL_ERROR, MEMORY_* health verdicts, ACP_* verdicts,
 ACTION_* refusals and job error codes, BENCH_* report entries) are members too.
 
-Outside the tree, three that are never reported: :class:`WorkerFailed` carries a provider worker
+Outside the tree, four that are never reported: :class:`WorkerFailed` carries a provider worker
 thread's exception to the provider, which turns it into its own error at once;
-:class:`ConnectionDropped` is the loopback realtime server's counterpart of websockets'
-``ConnectionClosed``; :class:`SettleError` is the virtual clock's livelock report (a bug in the code
+:class:`ConnectionDropped` is the loopback realtime and live servers' counterpart of websockets'
+``ConnectionClosed``; :class:`ReplyStopped` ends the loopback live server's reply at a barge-in;
+:class:`SettleError` is the virtual clock's livelock report (a bug in the code
 under test, a ``RuntimeError``).
 """
 
@@ -409,6 +410,11 @@ class WorkerFailed(Exception):
 class ConnectionDropped(Exception):
     """The loopback realtime connection was dropped (by a fault or ``LoopbackSession.drop``); nothing
     more is sent."""
+
+
+class ReplyStopped(Exception):
+    """The loopback live server's reply was stopped (speech over it, a fixture) before what it was
+    waiting for; what it said is recorded where it stopped."""
 
 
 class SettleError(RuntimeError):

@@ -10,7 +10,7 @@ the tests' harness all build through here.
 
 from openab_voice.app.actions import ActionParts, build_action_parts
 from openab_voice.app.bot import Application, EmulatorLink, bot_token, build_app, run_bot
-from openab_voice.app.providers import build_providers, check_providers, frontend_settings, probe_realtime
+from openab_voice.app.providers import build_providers, check_providers, frontend_settings, probe_engine
 from openab_voice.app.sessions import SessionFactory, SessionOptions, session_options
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
     "build_providers",
     "check_providers",
     "frontend_settings",
-    "probe_realtime",
+    "probe_engine",
     "run_bot",
     "session_options",
 ]

@@ -12,7 +12,7 @@ import discord
 
 from openab_voice.actions.plane import ActionPlane
 from openab_voice.app.actions import ActionParts, build_action_parts
-from openab_voice.app.providers import build_providers, check_providers, probe_realtime
+from openab_voice.app.providers import build_providers, check_providers, probe_engine
 from openab_voice.app.records import RecordParts, build_record_parts
 from openab_voice.app.sessions import SessionFactory, session_options
 from openab_voice.bus import EventBus
@@ -195,7 +195,7 @@ async def run_bot(settings: Settings, *, bus: EventBus | None = None) -> None:
     bus = bus or EventBus()
     check_providers(settings, bus=bus, clock=clock)
     async with build_app(settings, bus=bus, clock=clock) as app:
-        await probe_realtime(app.providers, bus=bus, clock=clock)
+        await probe_engine(app.providers, bus=bus, clock=clock)
         bot = app.create_bot()
         async with bot:
             await bot.start(token)

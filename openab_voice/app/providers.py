@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from openab_voice.audio.frontend import FrontEnd
@@ -12,6 +13,7 @@ from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import Clock
 from openab_voice.config import Settings
 from openab_voice.engine.bundle import ConversationProviders
+from openab_voice.engine.live import live_capabilities
 from openab_voice.engine.realtime import realtime_capabilities
 from openab_voice.engine.settings import (
     SMALL_MODEL_PROMPT,
@@ -22,10 +24,13 @@ from openab_voice.engine.settings import (
 )
 from openab_voice.errors import OpenabError
 from openab_voice.providers.chat import ChatConfig, chat_registry
+from openab_voice.providers.live import LiveConfig
+from openab_voice.providers.live_openai import OpenAILive
+from openab_voice.providers.live_openai import probe as probe_live
 from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
-from openab_voice.providers.tts import TtsConfig, tts_registry
+from openab_voice.providers.tts import TextToSpeech, TtsConfig, tts_registry
 from openab_voice.providers.turn import TurnConfig, turn_registry
-from openab_voice.stt.base import SttConfig, stt_registry
+from openab_voice.stt.base import SpeechToText, SttConfig, stt_registry
 from openab_voice.stt.endpointing import EndOfTurnSettings
 
 log = logging.getLogger(__name__)
@@ -81,8 +86,8 @@ def build_providers(settings: Settings) -> ConversationProviders:
     if not settings.dialogue_enabled:
         return providers
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    # The cascade's voice; with the realtime engine, its exact voice (status lines are never left to
-    # the model's words).
+    # The cascade's voice; with a speech-to-speech engine (realtime, live), its exact voice (status
+    # lines are never left to the model's words).
     providers.tts = tts_registry().create(
         settings.tts_provider,
         TtsConfig(
@@ -94,6 +99,21 @@ def build_providers(settings: Settings) -> ConversationProviders:
     )
     if settings.engine == "realtime":
         return _realtime(settings, providers)
+    if settings.engine == "live":
+        return _live(settings, providers)
+    return _cascade(settings, providers, key=key, stt=providers.stt, tts=providers.tts)
+
+
+def _cascade(
+    settings: Settings,
+    providers: ConversationProviders,
+    *,
+    key: str | None,
+    stt: SpeechToText,
+    tts: TextToSpeech,
+) -> ConversationProviders:
+    """``OPENAB_ENGINE=cascade``: the chat model answers, ``tts`` speaks; the dialogue is negotiated
+    from what the recognizer, the voice and the chat model can do."""
     providers.chat = chat_registry().create(
         settings.chat_provider,
         ChatConfig(
@@ -119,17 +139,45 @@ def build_providers(settings: Settings) -> ConversationProviders:
         dialogue = replace(dialogue, max_response_sentences=SMALL_MODEL_SENTENCES)
     providers.dialogue, providers.capabilities = negotiate(
         dialogue,
-        stt=providers.stt.capabilities,
-        tts=providers.tts.capabilities,
+        stt=stt.capabilities,
+        tts=tts.capabilities,
         chat=providers.chat.capabilities,
     )
     return providers
+
+
+def live_config(settings: Settings) -> LiveConfig:
+    """Where ``OPENAB_ENGINE=live`` connects (``OPENAI_*``); the key never leaves this object."""
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return LiveConfig(
+        model=settings.openai_live_model,
+        voice=settings.openai_live_voice,
+        base_url=settings.openai_base_url,
+        api_key=key,
+    )
 
 
 def _realtime(settings: Settings, providers: ConversationProviders) -> ConversationProviders:
     """``OPENAB_ENGINE=realtime``: the provider speaks; our STT still decides the turns (wake name)."""
     providers.realtime = OpenAIRealtime(realtime_config(settings))
     providers.realtime_voice = settings.openai_realtime_voice
+    providers.dialogue = _speech_to_speech_dialogue(settings)
+    providers.capabilities = realtime_capabilities(providers.dialogue.mode)
+    return providers
+
+
+def _live(settings: Settings, providers: ConversationProviders) -> ConversationProviders:
+    """``OPENAB_ENGINE=live``: GPT-Live speaks; our STT still decides the turns (docs/adr/0022)."""
+    providers.live = OpenAILive(live_config(settings))
+    providers.live_voice = settings.openai_live_voice
+    providers.live_backend_model = settings.openai_live_backend_model
+    providers.dialogue = _speech_to_speech_dialogue(settings)
+    providers.capabilities = live_capabilities(providers.dialogue.mode)
+    return providers
+
+
+def _speech_to_speech_dialogue(settings: Settings) -> DialogueSettings:
+    """The dialogue of an engine whose provider speaks (realtime, live)."""
     dialogue = DialogueSettings(
         mode=DialogueMode(settings.assistant_mode),
         wake_name=settings.wake_name,
@@ -138,36 +186,51 @@ def _realtime(settings: Settings, providers: ConversationProviders) -> Conversat
     )
     if settings.system_prompt:
         dialogue = replace(dialogue, system_prompt=settings.system_prompt)
-    providers.dialogue = dialogue
-    providers.capabilities = realtime_capabilities(dialogue.mode)
-    return providers
+    return dialogue
 
 
-async def probe_realtime(
+async def probe_engine(
     providers: ConversationProviders, *, bus: EventBus, clock: Clock
 ) -> OpenabError | None:
-    """At start-up, open one realtime session: a refused key or an unknown model is reported now
-    (``ErrorRaised``, logged) and the dialogue is switched off, so every call stays up receive-only.
+    """At start-up, open one session of the speech-to-speech engine (realtime or live): a refused key
+    or an unknown model is reported now (``ErrorRaised``, logged) and the dialogue is switched off,
+    so every call stays up receive-only.
 
     A failure worth retrying (the server unreachable) keeps the engine: each call reconnects.
     Returns the error, or None when the provider accepted the session (or there is none).
     """
-    if providers.realtime is None:
+    target = _speech_provider(providers)
+    if target is None:
         return None
+    engine, model, check = target
     try:
-        await probe(providers.realtime)
+        await check()
     except OpenabError as exc:
-        log.error("realtime engine unavailable: %s", exc)
+        log.error("%s engine unavailable: %s", engine, exc)
         bus.publish(
             ErrorRaised(
                 at=clock.monotonic(),
                 code=exc.code,
                 message=exc.message,
                 retryable=exc.retryable,
-                details={"engine": "realtime", "model": providers.realtime.model},
+                details={"engine": engine, "model": model},
             )
         )
         if not exc.retryable:
             providers.dialogue = None  # receive-only: transcription goes on, nobody is answered
         return exc
+    return None
+
+
+"""The name :func:`probe_engine` had before the live engine (``openab_voice.app`` exports it)."""
+
+
+def _speech_provider(
+    providers: ConversationProviders,
+) -> tuple[str, str, Callable[[], Awaitable[object]]] | None:
+    """The speech-to-speech provider to probe: (engine, model, probe), or None for the cascade."""
+    if (realtime := providers.realtime) is not None:
+        return "realtime", realtime.model, lambda: probe(realtime)
+    if (live := providers.live) is not None:
+        return "live", live.model, lambda: probe_live(live)
     return None

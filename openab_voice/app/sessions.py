@@ -35,6 +35,7 @@ from openab_voice.engine.conversation import ConversationManager
 from openab_voice.engine.desk import Intake, TranscriptDesk
 from openab_voice.engine.duplex import EngineFactory
 from openab_voice.engine.expiry import SpeechCause
+from openab_voice.engine.live import LiveSettings, live_engine
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
 from openab_voice.engine.turns import only_address
@@ -42,6 +43,7 @@ from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
 from openab_voice.memory.tools import register_memory_tools
+from openab_voice.providers.live import DEFAULT_LIVE_VOICE
 from openab_voice.providers.realtime import DEFAULT_VOICE
 from openab_voice.stt.endpointing import EndOfTurnSettings
 from openab_voice.stt.redecode_stream import RedecodeRecognizer
@@ -299,11 +301,12 @@ class SessionFactory:
         session_id: str,
         frontend: FrontEnd | None = None,
     ) -> ConversationManager | None:
-        """The spoken dialogue, when the dialogue and its engine (chat model and TTS, or the realtime
-        provider) are configured."""
+        """The spoken dialogue, when the dialogue and its engine (chat model and TTS, or the realtime or
+        live provider) are configured."""
         providers = self._providers
         cascade = providers.chat is not None and providers.tts is not None
-        if providers.dialogue is None or not (cascade or providers.realtime is not None):
+        speech_to_speech = providers.realtime is not None or providers.live is not None
+        if providers.dialogue is None or not (cascade or speech_to_speech):
             return None
         me = channel.guild.me
         dialogue = replace(
@@ -320,18 +323,6 @@ class SessionFactory:
                 registry, records.memory, guild_id=channel.guild.id, top_k=records.memory_top_k
             )
         tools = self._tool_path(registry)
-        engine: EngineFactory | None = None
-        if providers.realtime is not None:
-            # The same tool path as the cascade's; the engine offers the provider only the semantic ones.
-            engine = realtime_engine(
-                connector=providers.realtime,
-                output=playback,
-                tools=tools,
-                capture=frontend.subscribe if frontend is not None else None,
-                settings=RealtimeSettings(voice=providers.realtime_voice or DEFAULT_VOICE),
-                voice=providers.tts,
-                claims=self._claims,
-            )
         return ConversationManager(
             bus=self._bus,
             clock=self._clock,
@@ -343,8 +334,38 @@ class SessionFactory:
             settings=dialogue,
             session_id=session_id,
             memory=self._memory(channel),
-            engine=engine,
+            engine=self._engine(playback, tools, frontend),
         )
+
+    def _engine(self, playback: Playback, tools: ToolPath, frontend: FrontEnd | None) -> EngineFactory | None:
+        """The speech-to-speech engine, when one is configured; None: the cascade. Each takes the same
+        tool path as the cascade and offers its provider only the semantic action tools."""
+        providers = self._providers
+        capture = frontend.subscribe if frontend is not None else None
+        if providers.realtime is not None:
+            return realtime_engine(
+                connector=providers.realtime,
+                output=playback,
+                tools=tools,
+                capture=capture,
+                settings=RealtimeSettings(voice=providers.realtime_voice or DEFAULT_VOICE),
+                voice=providers.tts,
+                claims=self._claims,
+            )
+        if providers.live is not None:
+            settings = LiveSettings(voice=providers.live_voice or DEFAULT_LIVE_VOICE)
+            if providers.live_backend_model is not None:
+                settings = replace(settings, backend_model=providers.live_backend_model)
+            return live_engine(
+                connector=providers.live,
+                output=playback,
+                tools=tools,
+                capture=capture,
+                settings=settings,
+                voice=providers.tts,
+                claims=self._claims,
+            )
+        return None
 
     def _tool_path(self, registry: ToolRegistry) -> ToolPath:
         """The session's only tool path: the ToolRouter over ``registry``, whatever the settings. Off, it

@@ -6,8 +6,8 @@ answer with a configurable time to first token). Two sessions (:mod:`~openab_voi
 of ``trials`` rounds (:mod:`~openab_voice.bench.dialogue_rounds`): **barge-in** and **echo**, and on
 the cascade a third of **backchannel** rounds (a "yeah", then a "wait, stop", over the answer); the
 report is :mod:`~openab_voice.bench.dialogue_report`. ``preemptive`` turns preemptive generation on
-or off; ``engine="realtime"`` runs the rounds on the realtime engine against the loopback realtime
-server. Method, extra figures and wall time: docs/adr/0018-benchmarks-on-real-components.md.
+or off; ``engine="realtime"`` / ``"live"`` runs the rounds on the realtime / live engine against the
+loopback realtime / GPT-Live server. Method, extra figures and wall time: docs/adr/0018-benchmarks-on-real-components.md.
 """
 
 from __future__ import annotations
@@ -17,22 +17,23 @@ import functools
 from typing import Any
 
 from openab_voice.bench.dialogue_clips import synthesize_clips
-from openab_voice.bench.dialogue_report import REALTIME_TARGETS, TARGETS, Samples, report
+from openab_voice.bench.dialogue_report import LIVE_TARGETS, REALTIME_TARGETS, TARGETS, Samples, report
 from openab_voice.bench.dialogue_rounds import (
     backchannel_clips,
     backchannel_round,
     barge_in_round,
     echo_round,
 )
-from openab_voice.bench.dialogue_session import DialogueSession
-from openab_voice.bench.realtime import realtime_server
+from openab_voice.bench.dialogue_session import DialogueSession, EngineProviders
+from openab_voice.bench.live import LoopbackLiveServer, live_providers, live_server
+from openab_voice.bench.realtime import LoopbackRealtimeServer, realtime_providers, realtime_server
 from openab_voice.clock import SystemClock
 from openab_voice.providers.tts import TtsConfig, tts_registry
 from openab_voice.providers.turn import TurnConfig, turn_registry
 from openab_voice.stt.base import SttConfig, stt_registry
 from openab_voice.testing.emulator import EchoPath
 
-__all__ = ["REALTIME_TARGETS", "TARGETS", "run"]
+__all__ = ["LIVE_TARGETS", "REALTIME_TARGETS", "TARGETS", "run"]
 
 
 def run(
@@ -53,9 +54,10 @@ def run(
         ttft_ms: the fake LLM's time to first token (included in ``eou_to_first_audio_ms``).
         seed: seeds the emulator (impairments, RTP start) and the echo's reverb.
         preemptive: preemptive generation on (the product's default) or off (cascade only).
-        engine: ``cascade`` or ``realtime`` (on the loopback realtime server).
-        first_audio_latency_ms: realtime: the server's first audio no earlier than this after the
-            response was requested.
+        engine: ``cascade``, ``realtime`` (on the loopback realtime server) or ``live`` (on the
+            loopback GPT-Live server).
+        first_audio_latency_ms: realtime and live: the server's first audio no earlier than this
+            after the response was requested (live: after the server's own end of the turn).
         load: busy cores beside the run: with one or more, the loaded targets apply.
         end_of_turn: ``silence`` (the product's default: the VAD's silence alone) or ``semantic``
             (Smart Turn and the pause's words judge each pause, ADR 0021), to compare.
@@ -72,14 +74,14 @@ def run(
     """
     if trials < 1 or ttft_ms < 0 or first_audio_latency_ms < 0:
         raise ValueError("need at least one trial and a non-negative ttft_ms")
-    if engine not in ("cascade", "realtime"):
+    if engine not in ("cascade", "realtime", "live"):
         raise ValueError(f"unknown engine {engine!r}")
     if end_of_turn not in ("semantic", "silence"):
         raise ValueError(f"unknown end of turn {end_of_turn!r}")
-    realtime = first_audio_latency_ms / 1000.0 if engine == "realtime" else None
+    realtime = first_audio_latency_ms / 1000.0 if engine != "cascade" else None
     semantic = end_of_turn == "semantic"
-    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime, semantic))
-    result = report(samples, trials=trials, ttft_ms=ttft_ms, realtime=realtime is not None, load=load)
+    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime, semantic, engine))
+    result = report(samples, trials=trials, ttft_ms=ttft_ms, engine=engine, load=load)
     result["preemptive_generation"] = preemptive and realtime is None
     result["engine"] = engine
     result["end_of_turn"] = end_of_turn
@@ -95,13 +97,21 @@ async def _bench(
     preemptive: bool,
     realtime: float | None = None,
     semantic: bool = False,
+    engine: str = "cascade",
 ) -> Samples:
     clock = SystemClock()
     stt = stt_registry().create("faster-whisper", SttConfig())
     tts = tts_registry().create("piper", TtsConfig())
     detector = turn_registry().create("smart-turn", TurnConfig()) if semantic else None
     samples = Samples()
-    server = None if realtime is None else await realtime_server(stt, tts, first_audio_latency_s=realtime)
+    server: LoopbackLiveServer | LoopbackRealtimeServer | None = None
+    providers: EngineProviders | None = None
+    if realtime is not None and engine == "live":
+        live = server = await live_server(stt, tts, first_audio_latency_s=realtime)
+        providers = functools.partial(live_providers, server=live)
+    elif realtime is not None:
+        speech = server = await realtime_server(stt, tts, first_audio_latency_s=realtime)
+        providers = functools.partial(realtime_providers, server=speech)
     try:
         clips = await synthesize_clips(tts)
         # Every round's session: the same providers and settings; its own seed, resume and server.
@@ -110,16 +120,16 @@ async def _bench(
         )
         # No resume after a false interruption here: when the interruption's words are lost, the
         # rest of the answer would be said again, which only costs time (barge-in is measured first).
-        async with session(seed=seed, resume=False, server=server) as s:
+        async with session(seed=seed, resume=False, engine_providers=providers) as s:
             for _ in range(trials):
                 await barge_in_round(s, clips, samples)
             s.collect(samples)
         echo = EchoPath(delay_ms=80.0, gain_db=-6.0, reverb_ms=40.0, seed=seed)
-        async with session(seed=seed + 1, resume=True, server=server) as s:
+        async with session(seed=seed + 1, resume=True, engine_providers=providers) as s:
             for _ in range(trials):
                 await echo_round(s, clips, echo, samples)
             s.collect(samples)
-        if server is None:  # the cascade's (the realtime engine's resume is the model's own words)
+        if server is None:  # the cascade's (a speech model's resume is not the words cut)
             backchannels = await backchannel_clips(tts)
             async with session(seed=seed + 2, resume=True) as s:
                 for i in range(trials):  # its figures are its counts only (not collected)

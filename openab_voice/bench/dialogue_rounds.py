@@ -27,6 +27,7 @@ from openab_voice.engine.events import (
     BotUtteranceFinished,
     DialogueStateChanged,
     InterruptionDetected,
+    ProviderToldHeard,
     ProviderTruncated,
     TurnAccepted,
 )
@@ -91,6 +92,9 @@ async def barge_in_round(s: DialogueSession, clips: Clips, samples: Samples) -> 
     truncated = s.of(ProviderTruncated, mark)
     if truncated and heard_ms:
         samples.audio_end_error.append(abs(truncated[0].audio_end_ms - heard_ms[0]))
+    told = s.of(ProviderToldHeard, mark)  # the live engine's note of what was heard
+    if told and heard_ms:
+        samples.heard_position_error.append(abs(told[0].played_ms - heard_ms[0]))
     await s.settle()  # the reply to "stop", if its words were understood
 
 

@@ -10,7 +10,6 @@ from typing import TypeVar
 from openab_voice.audio.events import SpeechEnded, SpeechStarted
 from openab_voice.bench.dialogue_clips import ANSWER
 from openab_voice.bench.dialogue_report import Samples
-from openab_voice.bench.realtime import LoopbackRealtimeServer, realtime_providers
 from openab_voice.bus.events import Event, LatencyMeasured
 from openab_voice.clock import Clock
 from openab_voice.config import load_settings
@@ -35,6 +34,9 @@ _QUIET_S = 0.4  # bot silent and listening this long: the round is over
 
 E = TypeVar("E", bound=Event)
 
+EngineProviders = Callable[[SpeechToText, DialogueSettings], ConversationProviders]
+"""The providers of a speech-to-speech engine on its loopback server (None: the cascade's)."""
+
 
 class DialogueSession:
     """One bot on the emulator with one user, its events recorded and waited on by polling."""
@@ -49,7 +51,7 @@ class DialogueSession:
         seed: int,
         resume: bool,
         preemptive: bool,
-        server: LoopbackRealtimeServer | None = None,
+        engine_providers: EngineProviders | None = None,
         turn_detector: TurnDetector | None = None,
     ) -> None:
         self.clock = clock
@@ -63,8 +65,8 @@ class DialogueSession:
         providers = ConversationProviders(
             stt=stt, tts=tts, chat=self.chat, dialogue=dialogue, capabilities=caps
         )
-        if server is not None:
-            providers = realtime_providers(stt, dialogue, server)
+        if engine_providers is not None:
+            providers = engine_providers(stt, dialogue)
         providers.turn_detector = turn_detector  # None: turns end on the VAD's silence alone
         settings = load_settings({}, playback_enabled=True, dialogue_enabled=True)
         self.h = BotOnEmulator(

@@ -22,7 +22,7 @@ from openab_voice.testing.realtime import (
     WhisperListener,
 )
 
-__all__ = ["LoopbackRealtimeServer", "realtime_providers", "realtime_server"]
+__all__ = ["KEY", "LoopbackRealtimeServer", "realtime_providers", "realtime_server", "scripted_answer"]
 
 KEY = "sk-bench"
 
@@ -32,10 +32,14 @@ _ANSWER = (
 )
 
 
-def _reply(turn: Turn) -> str:
+def scripted_answer(heard: str) -> str:
     """The bench's scripted model: the long answer to the question, "Okay." to anything else."""
-    heard = turn.last_user_text.lower()
+    heard = heard.lower()
     return _ANSWER if "capital" in heard or "france" in heard else "Okay."
+
+
+def _reply(turn: Turn) -> str:
+    return scripted_answer(turn.last_user_text)
 
 
 async def realtime_server(

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openab_voice.cli.output import EXIT_FAILED, print_json
@@ -20,7 +21,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     settings = load_settings()
     view = public_view(settings)
     warnings = config_warnings(settings)  # printed, never fatal
-    error = _check_realtime(settings) if settings.engine == "realtime" and settings.dialogue_enabled else None
+    error = _check_engine(settings) if settings.dialogue_enabled else None
     containment = None
     if settings.actions_enabled:
         from openab_voice.app.actions import containment_for
@@ -51,21 +52,31 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return EXIT_FAILED if error is not None else 0
 
 
-def _check_realtime(settings: Any) -> OpenabError | None:
-    """Open one realtime session (the key and the model are only known good once the server says so)."""
-    from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
+def _check_engine(settings: Any) -> OpenabError | None:
+    """Open one session of the speech-to-speech engine, realtime or live (the key and the model are
+    only known good once the server says so); None for the cascade."""
+    if settings.engine == "realtime":
+        from openab_voice.providers.realtime_openai import OpenAIRealtime, probe, realtime_config
 
-    async def check() -> OpenabError | None:
-        connector = OpenAIRealtime(realtime_config(settings))
-        try:
-            await probe(connector)
-        except OpenabError as exc:
-            return exc
-        finally:
-            await connector.aclose()
-        return None
+        return asyncio.run(_probe_once(OpenAIRealtime(realtime_config(settings)), probe))
+    if settings.engine == "live":
+        from openab_voice.app.providers import live_config
+        from openab_voice.providers.live_openai import OpenAILive
+        from openab_voice.providers.live_openai import probe as probe_live
 
-    return asyncio.run(check())
+        return asyncio.run(_probe_once(OpenAILive(live_config(settings)), probe_live))
+    return None
+
+
+async def _probe_once(connector: Any, probe: Callable[[Any], Awaitable[object]]) -> OpenabError | None:
+    """``probe(connector)``'s refusal, or None; the connector is closed either way."""
+    try:
+        await probe(connector)
+    except OpenabError as exc:
+        return exc
+    finally:
+        await connector.aclose()
+    return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -41,9 +41,12 @@ def _add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p.add_argument(
         "--engine",
-        choices=("cascade", "realtime"),
+        choices=("cascade", "realtime", "live"),
         default=None,
-        help="voice engine (default: OPENAB_ENGINE); realtime runs on the loopback realtime server",
+        help=(
+            "voice engine (default: OPENAB_ENGINE); realtime runs on the loopback realtime server, "
+            "live on the loopback GPT-Live server"
+        ),
     )
     p.set_defaults(func=commands.cmd_demo)
 
@@ -186,13 +189,13 @@ def _add_dialogue_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=("cascade", "realtime"),
+        choices=("cascade", "realtime", "live"),
         default="cascade",
-        help="dialogue: the voice engine (realtime: on the loopback realtime server)",
+        help="dialogue: the voice engine (realtime / live: on the loopback realtime / GPT-Live server)",
     )
     p.add_argument(
         "--first-audio-ms",
         type=float,
         default=300.0,
-        help="dialogue --engine realtime: the server's first audio no earlier than this after a request",
+        help="dialogue --engine realtime|live: the server's first audio no earlier than this after a request",
     )

@@ -4,6 +4,7 @@ The provider is the loopback realtime server (:mod:`openab_voice.testing.realtim
 reached by the bot through the real ``openai`` client exactly as it would reach OpenAI: it hears the
 committed turn audio with local Whisper, answers with the offline chat model (SmolLM2 through
 llama.cpp) and speaks with local Piper, streaming audio as it plays. Nothing leaves the machine.
+:mod:`openab_voice.demo.live` does the same for ``demo --engine live`` with the helpers here.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from pydantic import SecretStr
 
 from openab_voice.config import Settings
 from openab_voice.engine.settings import SMALL_MODEL_PROMPT
-from openab_voice.providers.chat import ChatConfig, chat_registry
+from openab_voice.providers.chat import ChatConfig, ChatModel, chat_registry
 from openab_voice.settings.realtime_models import DEFAULT_REALTIME_MODEL
 from openab_voice.testing.realtime import ChatModelResponder, LoopbackRealtimeServer, Pacing
 
-__all__ = ["DEMO_KEY", "loopback_provider"]
+__all__ = ["DEMO_KEY", "demo_chat", "loopback_provider", "pointed_at"]
 
 DEMO_KEY = "sk-loopback-demo"
 
@@ -29,6 +30,20 @@ async def loopback_provider(
     settings: Settings, *, first_audio_latency_s: float = 0.0
 ) -> AsyncIterator[Settings]:
     """Run the loopback realtime server for the demo; yields ``settings`` pointed at it."""
+    async with demo_chat(settings) as chat:
+        server = LoopbackRealtimeServer(
+            api_key=DEMO_KEY,
+            responder=ChatModelResponder(chat),
+            pacing=Pacing(first_audio_latency_s=first_audio_latency_s),
+        )
+        async with server:
+            yield pointed_at(settings, server.base_url, openai_realtime_model=DEFAULT_REALTIME_MODEL)
+
+
+@asynccontextmanager
+async def demo_chat(settings: Settings) -> AsyncIterator[ChatModel]:
+    """The chat model a loopback server answers with: the one the settings configure (the offline
+    SmolLM2 by default), closed on exit."""
     chat = chat_registry().create(
         settings.chat_provider,
         ChatConfig(
@@ -39,20 +54,20 @@ async def loopback_provider(
             max_tokens=settings.chat_max_tokens,
         ),
     )
-    server = LoopbackRealtimeServer(
-        api_key=DEMO_KEY,
-        responder=ChatModelResponder(chat),
-        pacing=Pacing(first_audio_latency_s=first_audio_latency_s),
-    )
     try:
-        async with server:
-            update: dict[str, object] = {
-                "openai_base_url": server.base_url,
-                "openai_api_key": SecretStr(DEMO_KEY),
-                "openai_realtime_model": DEFAULT_REALTIME_MODEL,
-            }
-            if settings.system_prompt is None and settings.chat_provider == "llama":
-                update["system_prompt"] = SMALL_MODEL_PROMPT  # what the small model follows best
-            yield settings.model_copy(update=update)
+        yield chat
     finally:
         await chat.aclose()
+
+
+def pointed_at(settings: Settings, base_url: str, **update: object) -> Settings:
+    """``settings`` speaking to the loopback server at ``base_url`` with the demo key, plus ``update``
+    (the model the server knows)."""
+    changes: dict[str, object] = {
+        "openai_base_url": base_url,
+        "openai_api_key": SecretStr(DEMO_KEY),
+        **update,
+    }
+    if settings.system_prompt is None and settings.chat_provider == "llama":
+        changes["system_prompt"] = SMALL_MODEL_PROMPT  # what the small model follows best
+    return settings.model_copy(update=changes)

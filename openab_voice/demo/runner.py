@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from openab_voice.actions.ports import button_id, parse_button_id
-from openab_voice.app import build_app, probe_realtime
+from openab_voice.app import build_app
+from openab_voice.app.providers import probe_engine
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock, SystemClock, wait_for
 from openab_voice.config import Settings
 from openab_voice.demo.channel import text_channel_report
+from openab_voice.demo.live import loopback_live_provider
 from openab_voice.demo.realtime import loopback_provider
 from openab_voice.demo.scenario import EventItem, Scenario, SpeakerSpec, split_pauses
 from openab_voice.demo.slash import SlashCall, voice_commands
@@ -32,6 +34,15 @@ COMMAND_WAIT_S = 60.0  # one /voice command's handler (a summary by the offline 
 OVER_BOT_WAIT_S = 15.0  # a barge-in line waits at most this long for the bot to be heard
 _PAUSE_S = 0.3  # no bot audio for this long: the bot paused (a gap between two packets is 20 ms)
 _POLL_S = 0.02
+
+
+def _loopback_server(settings: Settings) -> contextlib.AbstractAsyncContextManager[Settings] | None:
+    """The loopback server a speech-to-speech engine runs against in the demo; None for the cascade."""
+    if settings.engine == "realtime":
+        return loopback_provider(settings)
+    if settings.engine == "live":
+        return loopback_live_provider(settings)
+    return None
 
 
 def greeting_pcm() -> bytes:
@@ -224,12 +235,12 @@ async def run_demo(
     )
     users = {int(s.id): s.name for s in scenario.speakers}
     spoken = await synthesize_lines(scenario)
-    provider = contextlib.AsyncExitStack()  # the loopback realtime server, for --engine realtime
+    provider = contextlib.AsyncExitStack()  # the loopback server of --engine realtime or live
     try:
-        if settings.engine == "realtime" and scenario.dialogue:
-            settings = await provider.enter_async_context(loopback_provider(settings))
+        if scenario.dialogue and (server := _loopback_server(settings)) is not None:
+            settings = await provider.enter_async_context(server)
         app = build_app(settings, bus=bus, clock=clock)
-        await probe_realtime(app.providers, bus=bus, clock=clock)
+        await probe_engine(app.providers, bus=bus, clock=clock)
     except BaseException:
         await provider.aclose()
         raise

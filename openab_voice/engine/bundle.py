@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from openab_voice.engine.settings import DialogueSettings, EngineCapabilities
 from openab_voice.providers.chat import ChatModel
+from openab_voice.providers.live import LiveConnector
 from openab_voice.providers.realtime import RealtimeConnector
 from openab_voice.providers.tts import TextToSpeech
 from openab_voice.providers.turn import TurnDetector
@@ -31,11 +32,18 @@ class ConversationProviders:
     """The realtime engine's provider (``OPENAB_ENGINE=realtime``); chat stays None then, and ``tts``
     is the engine's exact voice (it says the status lines the model's own voice may not)."""
     realtime_voice: str | None = None
+    live: LiveConnector | None = None
+    """The live engine's provider (``OPENAB_ENGINE=live``, GPT-Live); as ``realtime``: chat stays None,
+    ``tts`` is the exact voice."""
+    live_voice: str | None = None
+    live_backend_model: str | None = None
+    """The Responses model GPT-Live delegates the action tools to."""
 
     async def aclose(self) -> None:
-        aclose = getattr(self.realtime, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for connector in (self.realtime, self.live):
+            aclose = getattr(connector, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if self.chat is not None:
             await self.chat.aclose()
         if self.tts is not None:

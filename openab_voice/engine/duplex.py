@@ -4,9 +4,9 @@ conversation manager drives (:class:`DuplexVoiceEngine`).
 The conversation manager owns everything engine-neutral (turn policy, end of turn, interruption,
 the state machine, the heard-only context). An engine only produces speech for the turns it is
 given, through a :class:`~openab_voice.engine.handle.SpeechHandle`, and reports progress as
-state-machine inputs. Two implementations: the cascade (:mod:`openab_voice.engine.cascade`) and
-the realtime engine (:mod:`openab_voice.engine.realtime`). Capabilities are declared, never guessed
-from a name. In detail: docs/adr/0013-duplex-voice-engine.md.
+state-machine inputs. Three implementations: the cascade (:mod:`openab_voice.engine.cascade`),
+the realtime engine (:mod:`openab_voice.engine.realtime`) and the live engine
+(:mod:`openab_voice.engine.live`). Capabilities are declared, never guessed from a name. In detail: docs/adr/0013-duplex-voice-engine.md.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class EngineCapabilities:
         interruption: user speech can cut the bot off.
         semantic_tools: the engine's model can call tools.
         full_duplex: listening and understanding while speaking, with barge-in (continuous duplex).
-        engine: which implementation (``cascade`` or ``realtime``).
+        engine: which implementation (``cascade``, ``realtime`` or ``live``).
         exact_speech_output: the words spoken are exactly the text the engine reports (the
             cascade synthesizes its own text; a speech-to-speech model's transcript is its best
             effort caption of what it said).
@@ -93,7 +93,7 @@ class EngineCapabilities:
     interruption: bool
     semantic_tools: bool
     full_duplex: bool
-    engine: Literal["cascade", "realtime"] = "cascade"
+    engine: Literal["cascade", "realtime", "live"] = "cascade"
     exact_speech_output: bool = True
     input_format: AudioFormat = AudioFormat(rate=16_000, channels=1)
     output_format: AudioFormat = DISCORD_PCM

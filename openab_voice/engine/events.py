@@ -90,6 +90,22 @@ class ProviderTruncated(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderToldHeard(Event):
+    """The live engine told its model which words of a cut answer were heard (GPT-Live has no
+    truncation: a note in its context is the API's means).
+
+    Attributes:
+        heard: the answer's heard text, as our context records it.
+        played_ms: the utterance position playback reported.
+    """
+
+    turn_id: str
+    heard: str
+    played_ms: float
+    stage: str = "engine"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpeechDropped(Event):
     """Queued speech was not said because its cause expired (an action moved on, ...).
 

@@ -13,6 +13,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from openab_voice.settings.defaults import default_of
+from openab_voice.settings.voice import VoiceSettings
+
 if TYPE_CHECKING:
     from openai.types.live import ClientEventParam, ServerEvent
 
@@ -30,8 +33,8 @@ LIVE_MODELS: tuple[str, ...] = ("gpt-live-1", "gpt-live-1.1")
 """The names of the ``model`` Literal of ``openai.types.live.SessionConfig`` (openai 3.63); the field
 takes any string, so another name is refused only by the server, after ``session.start``.
 tests/unit/test_live_provider.py reads the Literal at test time."""
-DEFAULT_LIVE_MODEL = "gpt-live-1"
-DEFAULT_LIVE_VOICE = "marin"
+DEFAULT_LIVE_MODEL: str = default_of(VoiceSettings, "openai_live_model")
+DEFAULT_LIVE_VOICE: str = default_of(VoiceSettings, "openai_live_voice")
 """The SDK's documented default voice (``SessionConfig.audio.output.voice``)."""
 LIVE_RATE = 24_000
 """``{"type": "audio/pcm", "rate": 24000}``: 24 kHz mono s16le in and out (the session has one format

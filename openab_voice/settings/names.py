@@ -16,6 +16,9 @@ PLAIN_ENV: dict[str, str] = {
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_realtime_model": "OPENAI_REALTIME_MODEL",
     "openai_realtime_voice": "OPENAI_REALTIME_VOICE",
+    "openai_live_model": "OPENAI_LIVE_MODEL",
+    "openai_live_voice": "OPENAI_LIVE_VOICE",
+    "openai_live_backend_model": "OPENAI_LIVE_BACKEND_MODEL",
 }
 
 

@@ -187,9 +187,12 @@ class VoiceSettings(BaseModel):
     system_prompt: str | None = Field(
         default=None, max_length=4000, description="Overrides the built-in prompt."
     )
-    engine: Literal["cascade", "realtime"] = Field(
+    engine: Literal["cascade", "realtime", "live"] = Field(
         default="cascade",
-        description="Voice engine: cascade (STT -> chat -> TTS) or realtime (OpenAI Realtime speech-to-speech).",
+        description=(
+            "Voice engine: cascade (STT -> chat -> TTS), realtime (OpenAI Realtime speech-to-speech) or "
+            "live (OpenAI GPT-Live speech-to-speech)."
+        ),
     )
     openai_realtime_model: str = Field(
         default=DEFAULT_REALTIME_MODEL,
@@ -204,4 +207,29 @@ class VoiceSettings(BaseModel):
         max_length=40,
         pattern=r"^[A-Za-z0-9_-]+$",
         description="Voice of the realtime model.",
+    )
+    # GPT-Live (docs/adr/0022). The wire (providers/live.py: DEFAULT_LIVE_MODEL, DEFAULT_LIVE_VOICE) sits
+    # above the settings and names the same defaults; tests/unit/test_live_wiring.py holds them equal.
+    openai_live_model: str = Field(
+        default="gpt-live-1",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="GPT-Live model for OPENAB_ENGINE=live (checked against the server at start-up).",
+    )
+    openai_live_voice: str = Field(
+        default="marin",
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Voice of the GPT-Live model.",
+    )
+    openai_live_backend_model: str = Field(
+        default="gpt-5.1",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description=(
+            "The Responses model the GPT-Live server delegates the action tools to (OPENAB_ENGINE=live)."
+        ),
     )

@@ -46,7 +46,7 @@ def test_realtime_targets_are_met_on_the_p95_they_name() -> None:
         audio_end_error=[10.0] * 19 + [400.0],  # P95 29.5 within 40, max over it
         echo_false_interrupts=[0],
     )
-    report = dialogue_report.report(samples, trials=20, ttft_ms=0.0, realtime=True)
+    report = dialogue_report.report(samples, trials=20, ttft_ms=0.0, engine="realtime")
     assert_target_splits_the_statistics(report)
     assert report["meets_targets"] == {
         "barge_in_ms": False,

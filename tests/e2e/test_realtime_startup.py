@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from openab_voice.app.providers import probe_realtime
+from openab_voice.app.providers import probe_engine
 from openab_voice.bus import EventBus
 from openab_voice.bus.events import ErrorRaised
 from openab_voice.clock import SystemClock
@@ -74,7 +74,7 @@ async def test_a_refused_provider_leaves_the_bot_receive_only() -> None:
         bus = EventBus()
         errors: list[ErrorRaised] = []
         bus.subscribe(ErrorRaised, errors.append)
-        error = await probe_realtime(providers, bus=bus, clock=SystemClock())
+        error = await probe_engine(providers, bus=bus, clock=SystemClock())
         assert error is not None and error.code == "REALTIME_AUTH_FAILED"
         assert providers.dialogue is None  # no conversation is built: calls stay up, receive-only
         assert [e.code for e in errors] == ["REALTIME_AUTH_FAILED"]

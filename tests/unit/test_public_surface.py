@@ -49,7 +49,7 @@ SURFACE = {
         "build_providers",
         "check_providers",
         "frontend_settings",
-        "probe_realtime",
+        "probe_engine",
         "run_bot",
         "session_options",
     ],

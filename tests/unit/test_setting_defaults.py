@@ -30,6 +30,7 @@ from openab_voice.audio.settings import FrontEndSettings
 from openab_voice.config import Settings, load_settings
 from openab_voice.discord.wire.pipeline import ReceiverSettings
 from openab_voice.discord.wire.playback import Playback
+from openab_voice.engine.live import LiveSettings
 from openab_voice.engine.realtime import RealtimeSettings
 from openab_voice.engine.settings import DialogueMode, DialogueSettings
 from openab_voice.jobs import EffectCeiling
@@ -38,6 +39,7 @@ from openab_voice.memory.meeting import MeetingRecords
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.tools import register_memory_tools
 from openab_voice.providers.chat import ChatConfig
+from openab_voice.providers.live import LiveConfig
 from openab_voice.providers.realtime import RealtimeConfig
 from openab_voice.providers.realtime_openai import realtime_config
 from openab_voice.providers.tts import TtsConfig
@@ -90,6 +92,10 @@ PAIRS = [
     Pair("audio_workers", FrontEndSettings, "workers"),
     Pair("stt_model", SttConfig, "model"),
     Pair("tts_voice", TtsConfig, "voice"),
+    Pair("openai_live_model", LiveConfig, "model"),
+    Pair("openai_live_voice", LiveConfig, "voice"),
+    Pair("openai_live_voice", LiveSettings, "voice"),
+    Pair("openai_live_backend_model", LiveSettings, "backend_model"),
     Pair("tts_first_chunk_words", TtsConfig, "first_chunk_words"),
     Pair("chat_model", ChatConfig, "model"),
     Pair("assistant_mode", DialogueSettings, "mode", DialogueMode),

@@ -69,8 +69,8 @@ class ExactLines:
                 report=binding.report,
             )
         )
-        self._said: collections.deque[tuple[RealtimeLink | None, str]] = collections.deque(maxlen=_SAID_KEPT)
-        self._link: RealtimeLink | None = None  # the session the line being said will be told to
+        self._said: collections.deque[tuple[object | None, str]] = collections.deque(maxlen=_SAID_KEPT)
+        self._link: object | None = None  # the session the line being said will be told to
         self._unsaid: StartResponse | None = None  # a line dropped for want of a voice, not settled yet
 
     def owns(self, response_id: str) -> bool:
@@ -79,7 +79,7 @@ class ExactLines:
             return True
         return self._supervisor is not None and self._supervisor.active_id == response_id
 
-    def start(self, effect: StartResponse, prepared: PreparedResponse, link: RealtimeLink | None) -> None:
+    def start(self, effect: StartResponse, prepared: PreparedResponse, link: object | None) -> None:
         """Say ``prepared``'s lines; ``link`` is the provider session to tell once they are heard."""
         if self._supervisor is None:
             publish_dropped(
@@ -118,12 +118,16 @@ class ExactLines:
         assert self._supervisor is not None
         await self._supervisor.discard(effect)
 
-    def untold(self, link: RealtimeLink) -> list[ConversationItemCreateEventParam]:
-        """The ``conversation.item.create`` events telling ``link`` what was said since it last
-        asked. Lines heard on an earlier session are not told to a fresh one: it is seeded from the
-        conversation's exchanges, which (as the cascade's model sees them) hold no status lines."""
+    def untold_lines(self, link: object) -> list[str]:
+        """The lines heard on ``link`` since it was last told. Lines heard on an earlier session are
+        not told to a fresh one: it is seeded from the conversation's exchanges, which (as the
+        cascade's model sees them) hold no status lines."""
         lines = [text for said_on, text in self._said if said_on is link]
         self._said.clear()
+        return lines
+
+    def untold(self, link: RealtimeLink) -> list[ConversationItemCreateEventParam]:
+        """The ``conversation.item.create`` events telling ``link`` what was said since it last asked."""
         return [
             {
                 "type": "conversation.item.create",
@@ -133,7 +137,7 @@ class ExactLines:
                     "content": [{"type": "output_text", "text": text}],
                 },
             }
-            for text in lines
+            for text in self.untold_lines(link)
         ]
 
     async def aclose(self) -> None:

@@ -24,7 +24,7 @@ from openai.types.live import InputTranscriptDeltaEvent, SessionResource
 from websockets.exceptions import ConnectionClosed
 
 from openab_voice.clock import Clock
-from openab_voice.errors import ConnectionDropped
+from openab_voice.errors import ConnectionDropped, ReplyStopped
 from openab_voice.tasks import TaskOwner
 from openab_voice.testing.live.floor import Utterance
 from openab_voice.testing.live.responder import (
@@ -39,7 +39,6 @@ from openab_voice.testing.live.responder import (
 )
 from openab_voice.testing.live.session_config import function_tools
 from openab_voice.testing.live.speaking import (
-    Interrupted,
     SendEvent,
     Speaker,
     Spoken,
@@ -153,7 +152,7 @@ class Dialogue:
         async def run() -> None:
             if previous is not None:
                 await asyncio.wait([previous])  # one voice: replies are said in order
-            with contextlib.suppress(Interrupted, ConnectionClosed, ConnectionDropped):
+            with contextlib.suppress(ReplyStopped, ConnectionClosed, ConnectionDropped):
                 await work(stop)
             await self._changed()  # a stop sends nothing: tests waiting on the session learn it here
 
@@ -188,7 +187,7 @@ class Dialogue:
                 await self._speak(spoken, stop, started_at=started_at, not_before_ms=utterance.decided_ms)
             else:
                 await self._delegate(reply, max(round(self._timeline()), utterance.decided_ms))
-        except Interrupted:
+        except ReplyStopped:
             record.stopped = stop.reason
             raise
 
@@ -200,7 +199,7 @@ class Dialogue:
         self.spoken.append(spoken)
         try:
             await self._speaker.speak(spoken, stop, started_at=started_at, not_before_ms=not_before_ms)
-        except Interrupted:
+        except ReplyStopped:
             spoken.status = "stopped"
             spoken.stop_reason = stop.reason
             raise

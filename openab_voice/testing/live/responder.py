@@ -16,7 +16,7 @@ session's target without a call: the client answers with ``session.commentary.ap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -97,6 +97,10 @@ class ScriptedLiveResponder(ScriptedReplies[LiveTurn, LiveReply]):
     """The Live loopback's scripted model: the realtime loopback's
     :class:`~openab_voice.testing.realtime.responder.ScriptedReplies` over a :class:`LiveTurn`, so
     a reply may also be a :class:`Delegate`."""
+
+
+ScriptedLiveReply = LiveReply | str | Callable[[LiveTurn], LiveReply | str]
+"""One scripted reply: a reply, text to speak, or a function of the turn returning either."""
 
 
 def echo_responder() -> ScriptedLiveResponder:

@@ -27,13 +27,13 @@ import soxr
 from openai.types.live import OutputAudioDeltaEvent, OutputTranscriptDeltaEvent
 
 from openab_voice.clock import Clock
+from openab_voice.errors import ReplyStopped
 from openab_voice.testing.live.wire import ServerEvent, new_id
 from openab_voice.testing.realtime.conversation import TimedWord, audio_ms
 from openab_voice.testing.realtime.pacing import Pacer, Pacing, split_sentences, timed_words
 from openab_voice.testing.realtime.speech import Voice
 
 __all__ = [
-    "Interrupted",
     "SendEvent",
     "Speaker",
     "Spoken",
@@ -55,10 +55,6 @@ class SendEvent(Protocol):
     """The session's sender (``audio_ms_after``: the reply's audio sent once this event is out)."""
 
     async def __call__(self, event: ServerEvent, *, audio_ms_after: float = 0.0) -> None: ...
-
-
-class Interrupted(Exception):
-    """A reply's stop came before what it was waiting for."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -102,7 +98,7 @@ class Stop:
 
     def check(self) -> None:
         if self.event.is_set():
-            raise Interrupted
+            raise ReplyStopped
 
 
 async def race(stop: Stop, start: Callable[[], Awaitable[T]]) -> T:
@@ -112,7 +108,7 @@ async def race(stop: Stop, start: Callable[[], Awaitable[T]]) -> T:
     unawaited.
 
     Raises:
-        Interrupted: the stop came first.
+        ReplyStopped: the stop came first.
     """
     stop.check()
     task = asyncio.ensure_future(start())
@@ -125,7 +121,7 @@ async def race(stop: Stop, start: Callable[[], Awaitable[T]]) -> T:
             future.cancel()
         await asyncio.wait(contenders)
     if task.cancelled() or not task.done():
-        raise Interrupted
+        raise ReplyStopped
     return task.result()
 
 
@@ -179,7 +175,7 @@ class Speaker:
         """Stream ``spoken.text``; ``started_at`` (clock seconds) is when the reply was decided.
 
         Raises:
-            Interrupted: ``stop`` was given (``spoken`` says what went out).
+            ReplyStopped: ``stop`` was given (``spoken`` says what went out).
         """
         pacer = Pacer(self._pacing, started_at=started_at)
         chunk_bytes = self._pacing.chunk_ms * PCM24 // 1000 * 2
