@@ -79,6 +79,12 @@ def _unavailable(message: str, code: ErrorCode = ErrorCode.REALTIME_CONNECTION_L
     return ProviderRequestFailed(message, code=code, provider="openai-live")
 
 
+def speaker_label(name: str) -> str:
+    """A display name fit to go into a note: printable, without quotes, at most 32 characters."""
+    clean = "".join(ch for ch in name if ch.isprintable() and ch not in '"\n\r')[:32].strip()
+    return clean or "Someone"
+
+
 class LiveEngine:
     """See the module docstring. Arguments as :class:`~openab_voice.engine.realtime.RealtimeEngine`'s;
     ``capture`` is required in practice: the live model hears audio only (a turn without its audio
@@ -296,7 +302,9 @@ class LiveEngine:
         self._turn = ToolContext(
             session_id=self._b.session_id, turn_id=response.handle.turn_id, speaker_id=user.speaker_id
         )
-        await note(link, f"{user.speaker_name} says:")
+        # The display name is the speaker's own text and the note is developer context: on one line,
+        # without quotes, clipped, it names a speaker and says little else.
+        await note(link, f"{speaker_label(user.speaker_name)} says:")
         await link.send({"type": "session.input_audio.unmute"})
         for at in range(0, len(audio), _APPEND_BYTES):
             chunk = base64.b64encode(audio[at : at + _APPEND_BYTES]).decode("ascii")
