@@ -49,7 +49,23 @@ class Settings(ActionSettings, StoreSettings, VoiceSettings, BaseSettings):
             raise ValueError("heartbeat_s must be at most half of lease_s")
         self._check_pods()
         self._check_shards()
+        self._check_language()
         return self
+
+    def _check_language(self) -> None:
+        """Every stage that hears or speaks can do the language (fail at start-up, not in a call)."""
+        if self.language == "en":
+            return
+        if self.transcription_enabled and self.stt_model == "tiny.en":
+            raise ValueError(
+                f"stt_model tiny.en transcribes English only: language {self.language} needs stt_model base"
+            )
+        if self.dialogue_enabled and self.engine == "cascade" and self.tts_provider == "piper":
+            # The offline voice shipped here is joe (en_US); a Chinese answer would be spelled out in it.
+            raise ValueError(
+                f"tts_provider piper has only an English voice here: language {self.language} needs "
+                "tts_provider openai (or engine realtime or live, whose model speaks)"
+            )
 
     def _check_pods(self) -> None:
         if self.acp_sandbox != "pod":

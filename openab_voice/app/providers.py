@@ -20,6 +20,7 @@ from openab_voice.engine.settings import (
     SMALL_MODEL_SENTENCES,
     DialogueMode,
     DialogueSettings,
+    language_instruction,
     negotiate,
 )
 from openab_voice.errors import OpenabError
@@ -77,7 +78,10 @@ def build_providers(settings: Settings) -> ConversationProviders:
     providers = ConversationProviders()
     if not settings.transcription_enabled:
         return providers
-    providers.stt = stt_registry().create(settings.stt_provider, SttConfig(model=settings.stt_model))
+    language = None if settings.language == "auto" else settings.language  # None: detected per decode
+    providers.stt = stt_registry().create(
+        settings.stt_provider, SttConfig(model=settings.stt_model, language=language)
+    )
     if settings.end_of_turn == "semantic":
         providers.turn_detector = turn_registry().create(
             "smart-turn", TurnConfig(model_path=settings.turn_model_path)
@@ -137,6 +141,7 @@ def _cascade(
         dialogue = replace(dialogue, system_prompt=SMALL_MODEL_PROMPT)
     if settings.chat_provider == "llama":
         dialogue = replace(dialogue, max_response_sentences=SMALL_MODEL_SENTENCES)
+    dialogue = _in_language(dialogue, settings.language)
     providers.dialogue, providers.capabilities = negotiate(
         dialogue,
         stt=stt.capabilities,
@@ -186,7 +191,15 @@ def _speech_to_speech_dialogue(settings: Settings) -> DialogueSettings:
     )
     if settings.system_prompt:
         dialogue = replace(dialogue, system_prompt=settings.system_prompt)
-    return dialogue
+    return _in_language(dialogue, settings.language)
+
+
+def _in_language(dialogue: DialogueSettings, language: str) -> DialogueSettings:
+    """The system prompt with the users' language said (``OPENAB_LANGUAGE``; nothing for English)."""
+    instruction = language_instruction(language)
+    if instruction is None:
+        return dialogue
+    return replace(dialogue, system_prompt=f"{dialogue.system_prompt} {instruction}")
 
 
 async def probe_engine(

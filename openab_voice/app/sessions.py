@@ -38,7 +38,7 @@ from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.live import LiveSettings, live_engine
 from openab_voice.engine.realtime import RealtimeSettings, realtime_engine
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.turns import only_address
+from openab_voice.engine.turns import only_address, wake_names
 from openab_voice.memory.intake import RememberIntake
 from openab_voice.memory.recall import MemoryContext
 from openab_voice.memory.recorder import RecorderPlace, TranscriptRecorder
@@ -256,7 +256,7 @@ class SessionFactory:
             channel_id=channel.id,
             channel_name=channel.name,
             bot_id=str(me.id),
-            bot_name=lambda: self._wake_name(channel),
+            bot_name=lambda: (wake_names(self._wake_name(channel)) or ("bot",))[0],
             audience=audience,
             name_of=_names(channel),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from openab_voice.engine.context import UserUtterance
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.engine.supervisor import PreparedResponse
-from openab_voice.engine.turns import Roster, without_address
+from openab_voice.engine.turns import Roster, wake_names, without_address
 
 __all__ = ["answer_to", "still_here"]
 
@@ -29,6 +29,7 @@ def answer_to(
 ) -> PreparedResponse:
     """The response to ``speaker_id`` saying ``text`` (a user turn), waiting for its start."""
     name = roster.display_name(speaker_id)
+    own, *aliases = wake_names(wake_name) or (wake_name,)  # "Jarvis, 贾维斯": the first is its own
     user = UserUtterance(
         turn_id=turn_id,
         speaker_id=speaker_id,
@@ -41,8 +42,8 @@ def answer_to(
         eou_at=eou_at,
         audio_start=audio_start,
         speaker_id=speaker_id,
-        labels=tuple(sorted({roster.display_name(h) for h in roster.humans()} | {name})),
-        own_name=wake_name,
+        labels=tuple(sorted({roster.display_name(h) for h in roster.humans()} | {name, *aliases})),
+        own_name=own,
         cause=still_here(roster, speaker_id, name),
     )
 

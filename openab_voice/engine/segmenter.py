@@ -5,6 +5,11 @@ certain (``.``, ``!``, ``?``, ``…`` and CJK forms followed by whitespace, or a
 abbreviations, initials, decimals, list markers, nor anything in a fenced code block). With
 ``first_clause_chars`` the first piece ends at the first clause boundary once that long; a long run
 without a sentence end is cut at a clause boundary past ``soft_limit`` or a space past ``hard_limit``.
+Chinese and Japanese put no space after a sentence or clause end: ``。！？`` end a sentence as they
+are (with the quotes and brackets closing right after them), as do ``.!?…`` between two CJK
+characters, and ``，、；：`` are clause boundaries; lengths count a CJK character as
+:data:`~openab_voice.providers.scripts.CJK_CHAR_WIDTH` characters, and a run without any space may be
+cut after a CJK character (:mod:`openab_voice.providers.scripts`).
 Every sentence goes through :func:`~openab_voice.engine.sanitizer.speakable`; empty ones are dropped.
 Pure: no I/O, no clock. Rationale and figures: docs/adr/0012-answer-while-the-end-is-confirmed.md.
 """
@@ -15,6 +20,15 @@ import re
 from collections.abc import Sequence
 
 from openab_voice.engine.sanitizer import speakable
+from openab_voice.providers.scripts import (
+    CJK_CHARS,
+    CJK_CLAUSE_MARKS,
+    CJK_CLOSERS,
+    CJK_TERMINATORS,
+    index_at_width,
+    is_cjk,
+    width,
+)
 
 __all__ = ["ABBREVIATIONS", "SentenceSegmenter"]
 
@@ -31,8 +45,9 @@ ABBREVIATIONS = frozenset(
 
 _FENCE = re.compile(r"```|~~~")
 _TERMINATORS = frozenset(".!?\u2026\u3002\uff01\uff1f")
-_CLOSERS = frozenset("\"')]}*_~\u201d\u2019")
-_CLAUSE = re.compile(r"[,;:](?=\s)|\s[-\u2013\u2014]{1,2}(?=\s)")
+_CLOSERS = frozenset("\"')]}*_~\u201d\u2019" + CJK_CLOSERS)
+# A full-width clause mark needs nothing after it; a half-width one needs a space or a CJK character.
+_CLAUSE = re.compile(f"[,;:](?=\\s|[{CJK_CHARS}])|\\s[-\u2013\u2014]{{1,2}}(?=\\s)|[{CJK_CLAUSE_MARKS}]")
 _DOTTED = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _NUMBER = re.compile(r"\d{1,3}")
 _WORD_BEFORE_DOT = re.compile(r"([^\s(\[{\"'*_]*)$")
@@ -165,7 +180,7 @@ class SentenceSegmenter:
         if self._first_clause is None or self._pieces:
             return None
         for match in _CLAUSE.finditer(text):
-            if match.end() >= self._first_clause:
+            if width(text[: match.end()]) >= self._first_clause:
                 return match.end()
         return None
 
@@ -186,6 +201,8 @@ class SentenceSegmenter:
             if j >= limit:
                 # The next character decides ("3." -> "3.5"), unless nothing or a fence follows.
                 return j if final or fence_next else None
+            if _ends_without_space(buf, i, j):
+                return j
             if not buf[j].isspace():
                 continue
             if ch == "." and buf[i + 1] not in _TERMINATORS and self._dot_continues(buf, i):
@@ -215,20 +232,42 @@ class SentenceSegmenter:
         boundary before ``soft_limit``, else the first one after it, else the last space before
         ``hard_limit`` once the text is that long.
         """
-        if len(text) < self._soft:
+        # Widths, not lengths: Latin text is measured as before (width == len), CJK by what it says.
+        if width(text) < self._soft:
             return None
+        hard = index_at_width(text, self._hard)
         early: int | None = None
-        for match in _CLAUSE.finditer(text, 0, self._hard):
+        for match in _CLAUSE.finditer(text, 0, hard):
             end = match.end()
-            if end < self._min:
+            said = width(text[:end])
+            if said < self._min:
                 continue
-            if end <= self._soft:
+            if said <= self._soft:
                 early = end
             else:
                 return early if early is not None else end
         if early is not None:
             return early
-        if len(text) < self._hard:
+        if width(text) < self._hard:
             return None
-        space = text.rfind(" ", self._min, self._hard)
-        return space + 1 if space > 0 else self._hard
+        return _last_break(text, index_at_width(text, self._min), hard)
+
+
+def _ends_without_space(buf: str, start: int, end: int) -> bool:
+    """True when the terminators in ``buf[start:end]`` end a sentence with no space after them.
+
+    Chinese writes none: a full-width ``。！？`` ends a sentence as it is, and so does a half-width
+    ``.!?…`` (or ``……``) between two CJK characters.
+    """
+    if any(ch in CJK_TERMINATORS for ch in buf[start:end]):
+        return True
+    return start > 0 and is_cjk(buf[start - 1]) and is_cjk(buf[end])
+
+
+def _last_break(text: str, low: int, high: int) -> int:
+    """Where to cut ``text`` without a clause boundary: just past its last space in
+    ``[low, high)`` or, for text without spaces, its last CJK character before ``high``; else ``high``."""
+    for cut in range(high, low, -1):
+        if text[cut - 1] == " " or is_cjk(text[cut - 1]):
+            return cut
+    return high

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from openab_voice.engine.duplex import AudioFormat, DialogueMode, EngineCapabilities
+from openab_voice.engine.turns import wake_names
 from openab_voice.errors import ConfigError, ErrorCode, ProviderUnavailable
 from openab_voice.providers.chat import ChatCapabilities
 from openab_voice.providers.tts import TtsCapabilities
@@ -27,6 +28,7 @@ __all__ = [
     "SMALL_MODEL_PROMPT",
     "SMALL_MODEL_SENTENCES",
     "DialogueMode",
+    "language_instruction",
     "DialogueSettings",
     "EngineCapabilities",
     "negotiate",
@@ -43,6 +45,16 @@ SMALL_MODEL_PROMPT = (
 """For the offline 135M model: it follows a short, concrete instruction far better than a long one."""
 SMALL_MODEL_SENTENCES = 2
 """Sentences spoken per answer with the offline model: it ignores "be brief" and writes on."""
+
+_LANGUAGE_INSTRUCTIONS = {
+    "zh": "The people in the call speak Chinese: answer in Chinese, in the script the speaker wrote in.",
+    "auto": "Answer in the language the speaker used.",
+}
+
+
+def language_instruction(language: str) -> str | None:
+    """What the model is told about the users' language (``OPENAB_LANGUAGE``); None for English."""
+    return _LANGUAGE_INSTRUCTIONS.get(language)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,8 +116,10 @@ class DialogueSettings:
         }.items():
             if not seconds > 0:
                 raise ConfigError(f"{name} must be positive, got {seconds}", setting=name)
-        if self.wake_name is not None and not self.wake_name.strip():
-            raise ConfigError("wake_name must not be blank", setting="wake_name")
+        if self.wake_name is not None and not wake_names(self.wake_name):
+            raise ConfigError(
+                "wake_name must not be blank (a comma-separated list of names)", setting="wake_name"
+            )
 
 
 def negotiate(

@@ -4,21 +4,29 @@
   is neither a turn nor context).
 * With one human in the channel, every final transcript of theirs is a turn.
 * With two or more, a turn must address the bot by its wake name at its start ("Jarvis, what
-  time is it?", "hey Jarvis what time is it") or at its end ("what time is it, Jarvis?"). Everything
-  else is kept as channel context only.
+  time is it?", "hey Jarvis what time is it", "贾维斯今天天气怎么样") or at its end ("what time is
+  it, Jarvis?"). Everything else is kept as channel context only.
+
+A configured wake name may list several names, separated by commas ("Jarvis, 賈維斯, 贾维斯": one per
+script, since nothing converts traditional to simplified); any of them addresses the bot.
 
 Matching ignores case, accents and punctuation, and tolerates STT splitting or joining the name's
-words ("Open AB" matches "OpenAB"). A final that misheard the name its utterance's stable partials
-agreed on gets the name back (:func:`name_as_heard_early`, :class:`EarlyNames`). Pure: no I/O.
+words ("Open AB" matches "OpenAB") and, in a Latin name, a misheard letter or two. Chinese and
+Japanese are written without spaces: each of their characters is a word of its own, and a name in
+them matches by its characters exactly. A final that misheard the name its utterance's stable
+partials agreed on gets the name back (:func:`name_as_heard_early`, :class:`EarlyNames`). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
+
+from openab_voice.providers.scripts import CJK_CHARS, has_cjk, is_cjk
 
 __all__ = [
     "LEADING_VOCATIVES",
@@ -28,17 +36,26 @@ __all__ = [
     "TurnDecision",
     "TurnPolicy",
     "addresses",
+    "is_preamble",
     "name_as_heard_early",
     "name_tokens",
     "only_address",
     "opens_with_name",
+    "wake_names",
     "without_address",
 ]
 
-LEADING_VOCATIVES = frozenset({"hey", "hi", "hello", "ok", "okay", "yo", "oi", "so"})
-"""Words allowed before the wake name at the start of a turn ("hey Jarvis, ...")."""
+LEADING_VOCATIVES = frozenset(
+    {"hey", "hi", "hello", "ok", "okay", "yo", "oi", "so"}
+    | {"嘿", "喂", "嗨", "哎", "你好", "您好", "哈喽", "哈囉"}
+)
+"""Words allowed before the wake name at the start of a turn ("hey Jarvis, ...", "嘿，贾维斯…")."""
 
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(f"[{CJK_CHARS}]|(?:(?![{CJK_CHARS}])[^\\W_])+")  # a CJK character is a word
+_NAME_SEPARATORS = re.compile("[,\uff0c\u3001]")  # ",", "，" and "、"
+# What goes with the name taken off a turn: the marks around it, and at the start a sentence's end too.
+_AROUND_END = " \t,;:-\u2013\u2014\u3000\uff0c\uff1b\uff1a\u3001"  # and "　，；：、"
+_AFTER_NAME = _AROUND_END + ".!?\u3002\uff01\uff1f"  # and "。！？"
 
 
 class Roster(Protocol):
@@ -72,26 +89,46 @@ class TurnDecision:
 
 
 def name_tokens(text: str) -> list[str]:
-    """Lower-case words without accents or punctuation."""
+    """Lower-case words without accents or punctuation; each Chinese or Japanese character is a word.
+
+    >>> name_tokens("Élan, vital!"), name_tokens("嘿贾维斯")
+    (['elan', 'vital'], ['嘿', '贾', '维', '斯'])
+    """
     folded = unicodedata.normalize("NFKD", text.casefold())
     stripped = "".join(ch for ch in folded if not unicodedata.combining(ch))
     return _WORD.findall(stripped)
 
 
+def wake_names(wake_name: str) -> tuple[str, ...]:
+    """The names a configured wake name lists, separated by commas.
+
+    >>> wake_names("Jarvis, 賈維斯, 贾维斯")
+    ('Jarvis', '賈維斯', '贾维斯')
+    """
+    return tuple(name for part in _NAME_SEPARATORS.split(wake_name) if (name := part.strip()))
+
+
+@functools.lru_cache(maxsize=32)
+def _wakes(wake_name: str) -> tuple[str, ...]:
+    """Each name of ``wake_name`` as it is matched: its words run together."""
+    folded = ("".join(name_tokens(name)) for name in wake_names(wake_name))
+    return tuple(dict.fromkeys(wake for wake in folded if wake))
+
+
 def addresses(text: str, wake_name: str) -> bool:
-    """True when ``text`` starts (after an optional "hey") or ends with ``wake_name``."""
-    wake = "".join(name_tokens(wake_name))
+    """True when ``text`` starts (after an optional "hey") or ends with one of the ``wake_name``s."""
     words = name_tokens(text)
-    if not wake or not words:
-        return False
-    return _leading_name(words, wake) > 0 or _prefix_joins_to(words[::-1], wake, rev=True)
+    return bool(words) and any(
+        _leading_name(words, wake) > 0 or _prefix_joins_to(words[::-1], wake, rev=True)
+        for wake in _wakes(wake_name)
+    )
 
 
 def opens_with_name(text: str, wake_name: str) -> bool:
-    """True when ``text`` starts with ``wake_name`` (after an optional "hey"): the rule for a prefix of
-    an utterance (a stable partial), whose last word is not the utterance's end."""
-    wake = "".join(name_tokens(wake_name))
-    return bool(wake) and _leading_name(name_tokens(text), wake) > 0
+    """True when ``text`` starts with one of the ``wake_name``s (after an optional "hey"): the rule for
+    a prefix of an utterance (a stable partial), whose last word is not the utterance's end."""
+    words = name_tokens(text)
+    return any(_leading_name(words, wake) > 0 for wake in _wakes(wake_name))
 
 
 def only_address(text: str, wake_name: str) -> bool:
@@ -103,9 +140,28 @@ def only_address(text: str, wake_name: str) -> bool:
     >>> only_address("Thanks, Jarvis.", "Jarvis")
     False
     """
-    wake = "".join(name_tokens(wake_name))
     words = name_tokens(text)
-    return bool(wake and words) and _leading_name(words, wake) == len(words)
+    return bool(words) and any(_leading_name(words, wake) == len(words) for wake in _wakes(wake_name))
+
+
+def is_preamble(prefix: str, wake_name: str | None, *, fillers: frozenset[str]) -> bool:
+    """True when ``prefix``, what was said before a spoken command, is only ``fillers`` and at most
+    the wake name: the command is said to the bot ("Jarvis, please", "嗯，贾维斯，请"), not talked
+    about ("could you", "你能"). Words are Latin words and single Chinese characters; a Chinese filler
+    of several characters ("好的") is one word.
+
+    >>> is_preamble("嗯，贾维斯，请", "Jarvis, 贾维斯", fillers=frozenset({"嗯", "请"}))
+    True
+    """
+    rest = [word.lower() for word in _filler_words(fillers).findall(prefix)]
+    rest = [word for word in rest if word not in fillers]
+    return not rest or bool(wake_name and addresses(" ".join(rest), wake_name))
+
+
+@functools.lru_cache(maxsize=8)
+def _filler_words(fillers: frozenset[str]) -> re.Pattern[str]:
+    chinese = sorted((f for f in fillers if is_cjk(f)), key=len, reverse=True)
+    return re.compile("|".join([*map(re.escape, chinese), "[A-Za-z0-9']+", f"[{CJK_CHARS}]"]))
 
 
 def name_as_heard_early(final: str, early: str, wake_name: str) -> str | None:
@@ -121,12 +177,12 @@ def name_as_heard_early(final: str, early: str, wake_name: str) -> str | None:
     >>> name_as_heard_early("Jervous, tell me about the tower.", "Jarvis, tell me", "Jarvis")
     'Jarvis, tell me about the tower.'
     """
-    wake = "".join(name_tokens(wake_name))
-    if not wake or addresses(final, wake_name):
+    wakes = _wakes(wake_name)
+    if not wakes or addresses(final, wake_name):
         return None
     early_spans, final_spans = _spans(early), _spans(final)
     early_words, final_words = [w for w, _, _ in early_spans], [w for w, _, _ in final_spans]
-    named = _leading_name(early_words, wake)
+    named = max(_leading_name(early_words, wake) for wake in wakes)
     after = early_words[named : named + 2]
     if not named or not after:
         return None
@@ -144,12 +200,7 @@ def _spans(text: str) -> list[tuple[str, int, int]]:
 
 def _leading_name(words: list[str], wake: str) -> int:
     """How many opening ``words`` the wake name takes, with a "hey" or "excuse me" before it; 0: none."""
-    skips = [0]
-    if words[:1] and words[0] in LEADING_VOCATIVES:
-        skips.append(1)
-    if words[:2] == ["excuse", "me"]:
-        skips.append(2)
-    for skip in skips:
+    for skip in (0, *_vocatives(words)):
         count = _run_length(words[skip:], wake)
         if count:
             return skip + count
@@ -169,6 +220,8 @@ def _run_length(words: list[str], wake: str, *, rev: bool = False) -> int:
     allowed = _tolerance(wake)
     joined = ""
     for count, word in enumerate(words, 1):
+        if allowed and is_cjk(word):
+            return 0  # a Latin name never takes a Chinese character as a misheard letter
         joined = word + joined if rev else joined + word
         if joined == wake or _close(joined, wake, allowed):
             return count
@@ -190,22 +243,31 @@ def without_address(text: str, wake_name: str) -> str:
     >>> without_address("what time is it, Jarvis?", "Jarvis")
     'what time is it?'
     """
-    wake = "".join(name_tokens(wake_name))
+    wakes = _wakes(wake_name)
     spans = _spans(text)
-    if not wake or not spans:
+    if not wakes or not spans:
         return text
     words = [w for w, _, _ in spans]
-    skip = 2 if words[:2] == ["excuse", "me"] else 1 if words[0] in LEADING_VOCATIVES else 0
-    for first in dict.fromkeys((skip, 0)):
-        count = _run_length(words[first:], wake)
+    for first in dict.fromkeys((max(_vocatives(words), default=0), 0)):
+        count = max(_run_length(words[first:], wake) for wake in wakes)
         if count and first + count < len(words):
-            rest = text[spans[first + count - 1][2] :].lstrip(" \t,;:.!?-\u2013\u2014")
+            rest = text[spans[first + count - 1][2] :].lstrip(_AFTER_NAME)
             return rest[:1].upper() + rest[1:]
-    count = _run_length(words[::-1], wake, rev=True)
+    count = max(_run_length(words[::-1], wake, rev=True) for wake in wakes)
     if count and count < len(words):
-        head = text[: spans[-count][1]].rstrip(" \t,;:-\u2013\u2014")
-        return head + text[spans[-1][2] :].strip(" \t,;:-\u2013\u2014")
+        head = text[: spans[-count][1]].rstrip(_AROUND_END)
+        return head + text[spans[-1][2] :].strip(_AROUND_END)
     return text
+
+
+@functools.cache
+def _vocative_words() -> tuple[tuple[str, ...], ...]:
+    return tuple({tuple(name_tokens(v)) for v in (*LEADING_VOCATIVES, "excuse me")})
+
+
+def _vocatives(words: list[str]) -> list[int]:
+    """The lengths of the vocatives ``words`` may open with ("hey", "excuse me", "你好"), shortest first."""
+    return sorted(len(v) for v in _vocative_words() if tuple(words[: len(v)]) == v)
 
 
 def _close(heard: str, wake: str, allowed: int) -> bool:
@@ -219,6 +281,8 @@ def _close(heard: str, wake: str, allowed: int) -> bool:
 
 
 def _tolerance(wake: str) -> int:
+    if has_cjk(wake):
+        return 0  # a character misheard is another word, not a misspelling
     return 2 if len(wake) >= 6 else 1 if len(wake) >= 4 else 0
 
 
@@ -242,7 +306,8 @@ class TurnPolicy:
 
     Args:
         roster: who is in the channel.
-        wake_name: the configured name; None to use the bot's display name.
+        wake_name: the configured name, or names separated by commas; None to use the bot's display
+            name.
         bot_user_id: the bot's user id, for its display name.
 
     Raises:
@@ -262,7 +327,8 @@ class TurnPolicy:
         if self._wake_name is not None:
             return self._wake_name
         assert self._bot_user_id is not None
-        return self._roster.display_name(self._bot_user_id)
+        # A display name is one name: a comma in it separates nothing (it is dropped as punctuation).
+        return _NAME_SEPARATORS.sub(" ", self._roster.display_name(self._bot_user_id))
 
     def decide(self, *, speaker_id: str, text: str) -> TurnDecision:
         humans = self._roster.humans()

@@ -157,8 +157,19 @@ class VoiceSettings(BaseModel):
     wake_name: str | None = Field(
         default=None,
         min_length=1,
-        max_length=32,
-        description="Addresses the bot with 2+ humans (default: its name).",
+        max_length=100,
+        description=(
+            "Addresses the bot with 2+ humans (default: its name); several names separated by commas,"
+            " one per script (e.g. 'Jarvis, 賈維斯, 贾维斯'): any of them addresses it."
+        ),
+    )
+    language: Literal["en", "zh", "auto"] = Field(
+        default="en",
+        description=(
+            "The users' language: en, zh, or auto (detected per utterance). Flows to the STT (zh and auto "
+            "need OPENAB_STT_MODEL=base), the chat model's and the speech engines' instructions (answer in "
+            "the speaker's language) and the voice (zh and auto need a voice that speaks them)."
+        ),
     )
     stt_provider: Literal["faster-whisper"] = Field(
         default="faster-whisper", description="Speech-to-text provider."
