@@ -101,6 +101,15 @@ class ProviderSpeech:
         self._held = b""
         self._rolling = False
 
+    async def stream(self) -> None:
+        """Consume the provider's events until the answer ends (the engine's own protocol).
+
+        Raises:
+            OpenabError: the answer failed.
+            ClaimCut: a sentence claimed what the store does not bear out.
+        """
+        raise NotImplementedError
+
     # --- audio and transcript ------------------------------------------------------------------
 
     def _item(self, item_id: str) -> AudioItem:
