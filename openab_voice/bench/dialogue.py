@@ -78,14 +78,15 @@ def run(
         raise ValueError(f"unknown engine {engine!r}")
     if end_of_turn not in ("semantic", "silence"):
         raise ValueError(f"unknown end of turn {end_of_turn!r}")
-    realtime = first_audio_latency_ms / 1000.0 if engine != "cascade" else None
     semantic = end_of_turn == "semantic"
-    samples = asyncio.run(_bench(trials, ttft_ms / 1000.0, seed, preemptive, realtime, semantic, engine))
+    samples = asyncio.run(
+        _bench(trials, ttft_ms / 1000.0, seed, preemptive, engine, first_audio_latency_ms / 1000.0, semantic)
+    )
     result = report(samples, trials=trials, ttft_ms=ttft_ms, engine=engine, load=load)
-    result["preemptive_generation"] = preemptive and realtime is None
+    result["preemptive_generation"] = preemptive and engine == "cascade"
     result["engine"] = engine
     result["end_of_turn"] = end_of_turn
-    if realtime is not None:
+    if engine != "cascade":
         result["first_audio_latency_ms"] = first_audio_latency_ms
     return result
 
@@ -95,9 +96,9 @@ async def _bench(
     ttft_s: float,
     seed: int,
     preemptive: bool,
-    realtime: float | None = None,
-    semantic: bool = False,
     engine: str = "cascade",
+    first_audio_s: float = 0.3,
+    semantic: bool = False,
 ) -> Samples:
     clock = SystemClock()
     stt = stt_registry().create("faster-whisper", SttConfig())
@@ -106,11 +107,11 @@ async def _bench(
     samples = Samples()
     server: LoopbackLiveServer | LoopbackRealtimeServer | None = None
     providers: EngineProviders | None = None
-    if realtime is not None and engine == "live":
-        live = server = await live_server(stt, tts, first_audio_latency_s=realtime)
+    if engine == "live":
+        live = server = await live_server(stt, tts, first_audio_latency_s=first_audio_s)
         providers = functools.partial(live_providers, server=live)
-    elif realtime is not None:
-        speech = server = await realtime_server(stt, tts, first_audio_latency_s=realtime)
+    elif engine == "realtime":
+        speech = server = await realtime_server(stt, tts, first_audio_latency_s=first_audio_s)
         providers = functools.partial(realtime_providers, server=speech)
     try:
         clips = await synthesize_clips(tts)

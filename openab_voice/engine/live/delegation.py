@@ -17,6 +17,7 @@ is answered again with the first result and never run twice.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 LIVE_TOOLS = frozenset({"start_agent_task", "get_agent_task", "cancel_agent_task"})
 """The only functions a live session's delegated backend is offered: the semantic action set."""
+
+ANSWERED_KEPT = 256
+"""Delegated calls whose results are kept, to answer a repeat without running it again."""
 
 _REFUSED_TARGET = (
     "This bot does not act on a delegation without a typed request: real work goes only through "
@@ -96,7 +100,9 @@ class Delegations:
         self._clock = clock
         self._session_id = session_id
         self._context = context
-        self._answered: dict[str, ToolResult] = {}  # call_id -> its result (a repeat is not run)
+        # call_id -> its result (a repeat is not run); a session lasts as long as the call, so only the
+        # latest are kept (a provider repeats a call within its own response, never much later).
+        self._answered: collections.OrderedDict[str, ToolResult] = collections.OrderedDict()
         self.refused_delegations = 0
 
     async def handle(self, event: Any) -> bool:
@@ -132,6 +138,8 @@ class Delegations:
         if result is None:
             result = await self._run(ToolCall(id=call_id, name=name, arguments=arguments), context)
             self._answered[call_id] = result
+            while len(self._answered) > ANSWERED_KEPT:
+                self._answered.popitem(last=False)
             self._publish(result, context)
         await self._send(
             {

@@ -30,9 +30,6 @@ from openab_voice.engine.live.session import LiveSettings, live_capabilities
 from openab_voice.engine.realtime.provider_engine import Active, ProviderEngine
 from openab_voice.engine.realtime.speech import ClaimCut
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.state import (
-    InterruptResponse,
-)
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.errors import ErrorCode, OpenabError, ProviderRequestFailed, ResponseError
 from openab_voice.providers.live import LIVE_RATE, LiveConnector, LiveLink
@@ -116,27 +113,6 @@ class LiveEngine(ProviderEngine[LiveResponse]):
         # sentences are said again, word for word, by our exact voice (then told to the model).
         return prepared.exact or prepared.user is None
 
-    async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
-        if self._exact.owns(effect.response_id):
-            return await self._exact.interrupt(effect)
-        active = self._take(effect.response_id)
-        if active is None:
-            return None
-        handle = active.response.handle
-        played_ms = handle.interrupt()  # the output stops first; this also cancels the task
-        active.response.cut()
-        if effect.barge_in is not None:
-            self._latency(
-                "barge_in_ms", effect.barge_in.audio_time, handle.turn_id, effect.barge_in.speaker_id
-            )
-        if active.task is not None and not await handle.wait_closed(
-            self._b.clock, self._b.settings.cancel_timeout_s
-        ):
-            log.warning("live response %s did not unwind", handle.response_id)
-        await self._cuts.tell_heard(active.response, played_ms)
-        self._settle(active, discard=False)
-        return handle
-
     # --- one answer ------------------------------------------------------------------------------
 
     def _response(
@@ -191,7 +167,8 @@ class LiveEngine(ProviderEngine[LiveResponse]):
         await self._cuts.claim(response, cut)
         return True  # the API cannot take the rest back: the output stopped at once
 
-    async def _take_back(self, response: LiveResponse, played_ms: float) -> None:
+    async def _cut(self, response: LiveResponse, played_ms: float, *, barge_in_at: float | None) -> None:
+        # No cancel, no truncation: the model is told which of its words were heard.
         await self._cuts.tell_heard(response, played_ms)
 
     def _settle(self, active: Active[LiveResponse], *, discard: bool) -> None:

@@ -13,7 +13,6 @@ docs/adr/0013-duplex-voice-engine.md.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -37,9 +36,6 @@ from openab_voice.engine.realtime.session import (
 from openab_voice.engine.realtime.speech import ClaimCut
 from openab_voice.engine.realtime.turn import send_turn
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.state import (
-    InterruptResponse,
-)
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.errors import OpenabError
 from openab_voice.providers.realtime import PROVIDER_RATE, RealtimeConnector, RealtimeLink
@@ -50,8 +46,6 @@ if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra: its models are on
     from openai.types.realtime import RealtimeServerEvent
 
 __all__ = ["RealtimeEngine", "realtime_engine"]
-
-log = logging.getLogger(__name__)
 
 
 class RealtimeEngine(ProviderEngine[RealtimeResponse]):
@@ -108,32 +102,6 @@ class RealtimeEngine(ProviderEngine[RealtimeResponse]):
         """The provider's latest speech events, kept for inspection; never acted on."""
         return list(self._provider.advisory)
 
-    async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
-        if self._exact.owns(effect.response_id):
-            return await self._exact.interrupt(effect)
-        active = self._take(effect.response_id)
-        if active is None:
-            return None
-        response = active.response
-        handle = response.handle
-        decided_at = self._now()
-        played_ms = handle.interrupt()  # the output stops first; this also cancels the task
-        response.cut()
-        if effect.barge_in is not None:
-            self._latency(
-                "barge_in_ms", effect.barge_in.audio_time, handle.turn_id, effect.barge_in.speaker_id
-            )
-        # truncate_sent_ms runs from our decision to interrupt (the machine's barge-in) to the send.
-        await self._cuts.cut(
-            response, played_ms, barge_in_at=decided_at if effect.barge_in is not None else None
-        )
-        if active.task is not None and not await handle.wait_closed(
-            self._b.clock, self._b.settings.cancel_timeout_s
-        ):
-            log.warning("realtime response %s did not unwind", handle.response_id)
-        self._settle(active, discard=False)
-        return handle
-
     # --- one response --------------------------------------------------------------------------
 
     def _response(
@@ -170,9 +138,14 @@ class RealtimeEngine(ProviderEngine[RealtimeResponse]):
     async def _claim(self, response: RealtimeResponse, cut: ClaimCut) -> bool:
         return await self._cuts.claim(response, cut)
 
+    async def _cut(self, response: RealtimeResponse, played_ms: float, *, barge_in_at: float | None) -> None:
+        # Cancel what it still generates, truncate at the played position; truncate_sent_ms runs
+        # from our decision to interrupt (the machine's barge-in) to the send.
+        await self._cuts.cut(response, played_ms, barge_in_at=barge_in_at)
+
     async def _take_back(self, response: RealtimeResponse, played_ms: float) -> None:
         if self._provider.link is not None and self._provider.link is response.link:
-            await self._cuts.cut(response, played_ms, barge_in_at=None)
+            await self._cut(response, played_ms, barge_in_at=None)
 
     # --- the provider session's response events -------------------------------------------------
 

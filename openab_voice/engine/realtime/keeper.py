@@ -11,6 +11,7 @@ says why.
 
 from __future__ import annotations
 
+import abc
 import enum
 import logging
 from collections.abc import AsyncIterator
@@ -51,7 +52,7 @@ class LinkPhase(enum.Enum):
     CLOSED = "closed"  # close() was called
 
 
-class SessionKeeper(Generic[L, E]):
+class SessionKeeper(abc.ABC, Generic[L, E]):
     """Keeps one provider session up (see the module docstring); subclasses open and dispatch.
 
     Args:
@@ -77,24 +78,24 @@ class SessionKeeper(Generic[L, E]):
     # --- what an engine's session does --------------------------------------------------------
 
     @property
-    def model(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def model(self) -> str: ...
 
+    @abc.abstractmethod
     async def _open(self) -> L:
         """A fresh session, greeted and seeded (closed again when that fails).
 
         Raises:
             OpenabError: why there is none.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _dispatch(self, event: E) -> OpenabError | None:
         """Handle one server event; an error that ends the session."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _lost(self, exc: BaseException) -> OpenabError:
         """Our error for a session that broke with ``exc``."""
-        raise NotImplementedError
 
     def _fresh(self) -> None:
         """A new session is up: forget what belonged to the old one."""

@@ -4,7 +4,7 @@ one answer in flight, status lines said by the exact voice, the speakers' proces
 the turn being sent, and every answer settled once with only its heard text committed.
 
 :class:`ProviderEngine` runs the seam; an engine says how a turn is sent (:meth:`~ProviderEngine._request`),
-how a cut answer is taken back (its ``interrupt`` and :meth:`~ProviderEngine._take_back`), and what a
+how a cut answer is taken back (:meth:`~ProviderEngine._cut`), and what a
 false claim of its model does (:meth:`~ProviderEngine._claim`). The realtime engine
 (:mod:`~openab_voice.engine.realtime.engine`) and the live engine (:mod:`openab_voice.engine.live`) are
 its two.
@@ -12,6 +12,7 @@ its two.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -29,7 +30,13 @@ from openab_voice.engine.realtime.exact import ExactLines
 from openab_voice.engine.realtime.keeper import SessionKeeper
 from openab_voice.engine.realtime.speech import ClaimCut, ProviderSpeech
 from openab_voice.engine.response import ToolPath
-from openab_voice.engine.state import DiscardResponse, ResponseFailed, ResponseFinished, StartResponse
+from openab_voice.engine.state import (
+    DiscardResponse,
+    InterruptResponse,
+    ResponseFailed,
+    ResponseFinished,
+    StartResponse,
+)
 from openab_voice.engine.supervisor import PreparedResponse
 from openab_voice.errors import OpenabError, ResponseError
 from openab_voice.lifecycle import Lifecycle
@@ -60,7 +67,7 @@ def failed(response_id: str, err: OpenabError) -> ResponseFailed:
     )
 
 
-class ProviderEngine(Generic[R]):
+class ProviderEngine(abc.ABC, Generic[R]):
     """See the module docstring.
 
     Args:
@@ -102,31 +109,38 @@ class ProviderEngine(Generic[R]):
     # --- what an engine provides --------------------------------------------------------------
 
     @property
+    @abc.abstractmethod
     def _session(self) -> SessionKeeper[Any, Any]:
-        raise NotImplementedError
+        """The provider session kept alive."""
 
+    @abc.abstractmethod
     def _response(self, link: Any, handle: SpeechHandle, prepared: PreparedResponse) -> R:
-        raise NotImplementedError
+        """A new answer on ``link`` (None: there is no session; the answer fails at once)."""
 
     def _says_exactly(self, prepared: PreparedResponse) -> bool:
         """The exact voice says it (a status line), not the model."""
         return prepared.exact
 
+    @abc.abstractmethod
     async def _request(self, response: R) -> None:
         """Send the turn ``response`` answers."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def _claim(self, response: R, cut: ClaimCut) -> bool:
         """The model's sentence claimed what the store does not bear out; whether the output was cut."""
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    async def _cut(self, response: R, played_ms: float, *, barge_in_at: float | None) -> None:
+        """The output of ``response`` stopped at ``played_ms``: take back what the provider holds of
+        the rest (``barge_in_at``: when the interruption was decided, for a barge-in)."""
 
     async def _take_back(self, response: R, played_ms: float) -> None:
         """A discarded answer: take back what the provider still holds of it."""
-        raise NotImplementedError
+        await self._cut(response, played_ms, barge_in_at=None)
 
+    @abc.abstractmethod
     def _unavailable(self) -> OpenabError:
         """Why an answer cannot start: no session now."""
-        raise NotImplementedError
 
     # --- the seam ------------------------------------------------------------------------------
 
@@ -175,6 +189,28 @@ class ProviderEngine(Generic[R]):
 
     def drop_prepared(self, key: str | None = None) -> None:
         """Nothing is ever prepared ahead."""
+
+    async def interrupt(self, effect: InterruptResponse) -> SpeechHandle | None:
+        if self._exact.owns(effect.response_id):
+            return await self._exact.interrupt(effect)
+        active = self._take(effect.response_id)
+        if active is None:
+            return None
+        response = active.response
+        handle = response.handle
+        decided_at = self._now()
+        played_ms = handle.interrupt()  # the output stops first; this also cancels the task
+        response.cut()
+        barge_in = effect.barge_in
+        if barge_in is not None:
+            self._latency("barge_in_ms", barge_in.audio_time, handle.turn_id, barge_in.speaker_id)
+        await self._cut(response, played_ms, barge_in_at=decided_at if barge_in is not None else None)
+        if active.task is not None and not await handle.wait_closed(
+            self._b.clock, self._b.settings.cancel_timeout_s
+        ):
+            log.warning("%s response %s did not unwind", self._name, handle.response_id)
+        self._settle(active, discard=False)
+        return handle
 
     def commit(self, response_id: str) -> None:
         if self._exact.owns(response_id):

@@ -6,6 +6,7 @@ responses, which differ in how a response is requested, ends and is taken back.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -51,7 +52,7 @@ class ClaimCut(Exception):  # noqa: N818 - a signal from the response to its eng
         self.claim_frames = claim_frames
 
 
-class ProviderSpeech:
+class ProviderSpeech(abc.ABC):
     """One response's provider speech (see the module docstring).
 
     Args:
@@ -101,6 +102,7 @@ class ProviderSpeech:
         self._held = b""
         self._rolling = False
 
+    @abc.abstractmethod
     async def stream(self) -> None:
         """Consume the provider's events until the answer ends (the engine's own protocol).
 
@@ -108,7 +110,6 @@ class ProviderSpeech:
             OpenabError: the answer failed.
             ClaimCut: a sentence claimed what the store does not bear out.
         """
-        raise NotImplementedError
 
     # --- audio and transcript ------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ server's VAD calls speech) into the engine's capture subscription.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -180,7 +180,3 @@ class LiveRig(Rig):
 
     def played_ms(self) -> float:
         return 20.0 * len(self.output.played)
-
-
-def words(n: int, start: int = 0) -> Iterable[str]:
-    return (f"w{i}" for i in range(start, start + n))
