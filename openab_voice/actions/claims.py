@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from openab_voice.actions.events import ActionChanged
-from openab_voice.actions.speech import ActionStatusView, status_line, while_status
+from openab_voice.actions.speech import ActionStatusView, language_of, status_line, while_status
 from openab_voice.bus import EventBus
 from openab_voice.engine.claims import Contradiction
 from openab_voice.jobs import JobStatus
@@ -229,7 +229,7 @@ class ActionClaims:
                 claimed=claim.value,
                 actual="no task",
                 action_id=None,
-                correction=status_line(None),
+                correction=status_line(None, language_of(sentence)),
                 cause=None,
             )
         action_id, latest = next(reversed(actions.items()))
@@ -238,7 +238,7 @@ class ActionClaims:
             claimed=claim.value,
             actual=latest.value,
             action_id=action_id,
-            correction=status_line(latest),
+            correction=status_line(latest, language_of(sentence)),
             cause=while_status(
                 self._view, action_id, now=latest, statuses=frozenset({latest}), describes=latest.value
             ),

@@ -12,6 +12,7 @@ from openab_voice.actions.audience import AudienceGuard
 from openab_voice.actions.events import ActionResultPosted
 from openab_voice.actions.ports import ControlChannel, VoiceSide
 from openab_voice.actions.results import refusals, result_text, spoken_status
+from openab_voice.actions.speech import language_of
 from openab_voice.actions.writer import JobWriter
 from openab_voice.bus import EventBus
 from openab_voice.clock import Clock
@@ -86,8 +87,13 @@ class ResultDelivery:
         if delivery is not DeliveryOutcome.DELIVERED:
             return  # no speech about a result nobody can read
         execution, output = completion.execution.value, completion.output
-        status = spoken_status(execution=execution, output=output, all_trusted=False, refused=refused)
-        detailed = spoken_status(execution=execution, output=output, all_trusted=True, refused=refused)
+        language = language_of(record.goal)  # announced in the language the task was asked in
+        status = spoken_status(
+            execution=execution, output=output, all_trusted=False, refused=refused, language=language
+        )
+        detailed = spoken_status(
+            execution=execution, output=output, all_trusted=True, refused=refused, language=language
+        )
         # The detailed line only before a cleared audience, withdrawn (and the status line said
         # instead) when someone else comes to listen while it is spoken.
         await self._audience.speak(

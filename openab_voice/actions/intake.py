@@ -17,7 +17,7 @@ from typing import Protocol
 from openab_voice.actions.broker import ActionBroker
 from openab_voice.actions.phrases import task_goal
 from openab_voice.actions.requests import ActionRequest, Outcome
-from openab_voice.actions.speech import ActionStatusView, status_line, while_status
+from openab_voice.actions.speech import ActionStatusView, Language, language_of, status_line, while_status
 from openab_voice.actions.tools import SessionFacts
 from openab_voice.bus import EventBus
 from openab_voice.engine.expiry import SpeechCause
@@ -31,7 +31,11 @@ log = logging.getLogger(__name__)
 ACK_PROPOSED = status_line(JobStatus.PROPOSED)
 ACK_REFUSED: dict[str, str] = {
     ErrorCode.ACTION_NOT_OPERATOR: "Only the operator can ask me for tasks.",
-    ErrorCode.ACTION_DELIVERY_FAILED: "I could not post the task to the text channel, so it will not run.",
+    ErrorCode.ACTION_DELIVERY_FAILED: status_line(JobStatus.DELIVERY_FAILED),
+}
+ACK_REFUSED_ZH: dict[str, str] = {
+    ErrorCode.ACTION_NOT_OPERATOR: "只有操作员可以让我执行任务。",
+    ErrorCode.ACTION_DELIVERY_FAILED: status_line(JobStatus.DELIVERY_FAILED, "zh"),
 }
 
 
@@ -91,10 +95,11 @@ class TaskPhraseIntake:
             voice_session_id=self._facts.session_id,
             speaker_id=int(event.speaker_id) if event.speaker_id.isdigit() else None,
         )
-        self._tasks.spawn(self._propose(request), name=f"task-phrase-{event.utterance_id}")
+        language = language_of(event.text)  # acknowledged in the phrase's language
+        self._tasks.spawn(self._propose(request, language), name=f"task-phrase-{event.utterance_id}")
         return True
 
-    async def _propose(self, request: ActionRequest) -> None:
+    async def _propose(self, request: ActionRequest, language: Language) -> None:
         try:
             outcome: Outcome = await self._broker.propose(request)
         except Exception:  # the store or Discord failed: logged; the request is not silently retried
@@ -104,9 +109,9 @@ class TaskPhraseIntake:
             # A repeated utterance (same id) is not acknowledged twice.
             record = outcome.action
             cause = while_status(self._statuses, record.id, now=record.status)
-            await self._say(ACK_PROPOSED, cause=cause)
+            await self._say(status_line(JobStatus.PROPOSED, language), cause=cause)
         elif outcome.code in ACK_REFUSED:
-            await self._say(ACK_REFUSED[outcome.code])
+            await self._say((ACK_REFUSED_ZH if language == "zh" else ACK_REFUSED)[outcome.code])
 
     async def aclose(self) -> None:
         """Wait for the proposals in flight (the desk offers nothing more once the session closes)."""

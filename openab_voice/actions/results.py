@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from openab_voice.acp.types import PermissionDecision
-from openab_voice.actions.speech import STATUS_LINES
+from openab_voice.actions.speech import STATUS_LINES, STATUS_LINES_ZH, Language
 from openab_voice.engine.sanitizer import speakable
 from openab_voice.jobs import JobStatus
 
@@ -123,8 +123,18 @@ def result_text(
     return ResultText(parts=(head,), attachment=full)
 
 
-def spoken_status(*, execution: str, output: str, all_trusted: bool, refused: Refusals = NO_REFUSALS) -> str:
-    """What the voice says once the text is posted: the status, or a short summary for trusted rooms."""
+def spoken_status(
+    *,
+    execution: str,
+    output: str,
+    all_trusted: bool,
+    refused: Refusals = NO_REFUSALS,
+    language: Language = "en",
+) -> str:
+    """What the voice says once the text is posted: the status, or a short summary for trusted rooms,
+    in ``language`` (the one the task was asked in)."""
+    if language == "zh":
+        return _spoken_status_zh(execution=execution, output=output, all_trusted=all_trusted, refused=refused)
     ended = execution in _EXECUTIONS and JobStatus(execution).terminal
     status = STATUS_LINES[JobStatus(execution)] if ended else "The task ended."
     if execution == "succeeded" and refused.all:
@@ -139,6 +149,20 @@ def spoken_status(*, execution: str, output: str, all_trusted: bool, refused: Re
         if first:
             return f"{status} {first} The full result is in the text channel."
     return f"{status} The result is in the text channel."
+
+
+def _spoken_status_zh(*, execution: str, output: str, all_trusted: bool, refused: Refusals) -> str:
+    ended = execution in _EXECUTIONS and JobStatus(execution).terminal
+    status = STATUS_LINES_ZH[JobStatus(execution)] if ended else "任务结束了。"
+    if execution == "succeeded" and refused.all:
+        return f"任务结束了，但它的{refused.asked}个权限请求都被拒绝了，所以它要做的事都没有被允许。结果在文字频道里。"
+    if execution == "succeeded" and refused.any:
+        status = f"任务完成了，但它的{refused.asked}个权限请求中有{len(refused.refused)}个被拒绝了。"
+    if all_trusted and execution == "succeeded" and not refused.any:
+        first = speakable(output.strip().split("\n", 1)[0])[:200].strip()
+        if first:
+            return f"{status}{first} 完整结果在文字频道里。"
+    return f"{status}结果在文字频道里。"
 
 
 def _refused_phrase(refused: Refusals) -> str:

@@ -7,6 +7,9 @@ before "The task is done." it tells the story backwards. So an acknowledgment ca
 started, synthesized and played: the action's status must still be the one the line describes. It
 is also followed while the line plays, so a click that lands mid-sentence cuts it.
 
+Each line is said in the language of what it answers (:func:`language_of`): a task asked for in
+Chinese is acknowledged, and its result announced, in Chinese (docs/adr/0023).
+
 The status comes from :class:`ActionStatusView`, which follows ``ActionChanged`` on the bus (every
 transition is published right after its compare-and-set write), so the check reads memory, never the
 database, and is as fresh as the last write.
@@ -16,13 +19,26 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Collection
+from typing import Literal
 
 from openab_voice.actions.events import ActionChanged
 from openab_voice.bus import EventBus
 from openab_voice.engine.expiry import SpeechCause
 from openab_voice.jobs import AWAITING_CONFIRMATION, JobStatus
+from openab_voice.providers.scripts import has_cjk
 
-__all__ = ["NO_TASK_LINE", "STATUS_LINES", "ActionStatusView", "status_line", "while_status"]
+__all__ = [
+    "NO_TASK_LINE",
+    "STATUS_LINES",
+    "STATUS_LINES_ZH",
+    "ActionStatusView",
+    "Language",
+    "language_of",
+    "status_line",
+    "while_status",
+]
+
+Language = Literal["en", "zh"]
 
 STATUS_LINES: dict[JobStatus, str] = {
     JobStatus.PROPOSED: "The task is in the text channel, waiting for confirmation.",
@@ -39,11 +55,34 @@ STATUS_LINES: dict[JobStatus, str] = {
 }
 """The one spoken line per status: short (they are spoken) and never more than the status says."""
 
+STATUS_LINES_ZH: dict[JobStatus, str] = {
+    JobStatus.PROPOSED: "任务已经发到文字频道，等待确认。",
+    JobStatus.DELIVERED: "任务已经发到文字频道，等待确认。",
+    JobStatus.DELIVERY_FAILED: "我没能把任务发到文字频道，所以它不会运行。",
+    JobStatus.CONFIRMED: "任务已经确认，马上开始。",
+    JobStatus.REJECTED: "任务被拒绝了。",
+    JobStatus.EXPIRED: "任务在有人确认之前过期了。",
+    JobStatus.RUNNING: "任务正在运行。",
+    JobStatus.SUCCEEDED: "任务完成了。",
+    JobStatus.FAILED: "任务失败了。",
+    JobStatus.CANCELLED: "任务被取消了。",
+    JobStatus.OUTCOME_UNKNOWN: "任务结束了，但结果未知。",
+}
+"""The same lines in Chinese (simplified), said for a task asked for in Chinese."""
+
 NO_TASK_LINE = "I have not started any task."
+NO_TASK_LINE_ZH = "我还没有开始任何任务。"
 
 
-def status_line(status: JobStatus | None) -> str:
+def language_of(text: str) -> Language:
+    """The language to answer ``text`` in: Chinese when it is written in CJK characters."""
+    return "zh" if has_cjk(text) else "en"
+
+
+def status_line(status: JobStatus | None, language: Language = "en") -> str:
     """The canonical spoken line for an action in ``status`` (None: the session has no action)."""
+    if language == "zh":
+        return NO_TASK_LINE_ZH if status is None else STATUS_LINES_ZH[status]
     return NO_TASK_LINE if status is None else STATUS_LINES[status]
 
 

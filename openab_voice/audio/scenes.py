@@ -1,6 +1,7 @@
 """Acoustic scenes built from the shipped Piper clips, for the self-test, the benchmark and tests.
 
-The clips (``openab_voice/testing/assets/*.wav``, 16 kHz mono, made by ``scripts/make_assets.py``)
+The clips (``openab_voice/testing/assets/*.wav``, 16 kHz mono, made by ``scripts/make_assets.py``;
+the Chinese ones in ``zh/`` by ``scripts/make_zh_assets.py``, their texts in ``zh/clips.json``)
 are real synthesized speech, so VAD and AEC see speech-like spectra and envelopes rather than tones.
 :func:`echo_path` models what a listener's microphone hears of the bot: a delayed, attenuated,
 reverberated copy of what was played (the render reference).
@@ -8,8 +9,10 @@ reverberated copy of what was played (the render reference).
 
 from __future__ import annotations
 
+import json
 import wave
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +32,13 @@ def load_clip(name: str) -> Samples:
         if wav.getframerate() != CLIP_RATE or wav.getnchannels() != 1 or wav.getsampwidth() != 2:
             raise ValueError(f"{path.name} is not 16 kHz mono 16-bit")
         return np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(np.int16)
+
+
+def chinese_clips(said_by: Literal["people", "bot"]) -> dict[str, str]:
+    """The shipped Chinese clips said by people (questions, a task, "记住…") or as the bot's answers:
+    ``{"zh/question": "法国的首都是什么？", ...}``, each name ready for :func:`load_clip`."""
+    manifest = json.loads((ASSETS_DIR / "zh" / "clips.json").read_text(encoding="utf-8"))
+    return {f"zh/{name}": text for name, text in manifest[said_by].items()}
 
 
 def silence(seconds: float, rate: int = CLIP_RATE) -> Samples:

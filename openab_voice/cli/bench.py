@@ -25,6 +25,10 @@ def _bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _bench_stt(args: argparse.Namespace) -> dict[str, Any]:
+    if args.language == "zh":
+        from openab_voice.bench.stt_languages import run as run_languages
+
+        return run_languages(rounds=args.rounds)
     from openab_voice.bench.stt import run
 
     return run(utterances=args.utterances)

@@ -99,6 +99,13 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--no-dave", action="store_true", help="receive: transport encryption only")
     p.add_argument("--seconds", type=float, default=10.0, help="frontend: seconds of audio per speaker")
     p.add_argument("--utterances", type=int, default=5, help="stt: utterances to transcribe")
+    p.add_argument(
+        "--language",
+        choices=("en", "zh"),
+        default="en",
+        help="stt: zh compares Chinese (Whisper base) with English (tiny.en, base) in one run, by CER",
+    )
+    p.add_argument("--rounds", type=int, default=1, help="stt --language zh: times each clip is said")
     p.add_argument("--trials", type=int, default=5, help="dialogue / actions: trials; tts: rounds")
     p.add_argument("--records", type=int, default=100_000, help="memory: records stored")
     p.add_argument("--hours", type=float, default=2.0, help="transcript: length of the session")

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from openab_voice.audio.frame import DISCORD_FRAME_BYTES
 from openab_voice.clock import Clock, first_done
+from openab_voice.providers.scripts import join_sentences
 
 __all__ = ["FRAME_MS", "PlayedPosition", "SpeechHandle", "SpeechOutput", "frames_for"]
 
@@ -151,14 +152,14 @@ class SpeechHandle:
     @property
     def text(self) -> str:
         """Everything the response meant to say (generated sentences)."""
-        return " ".join(s.text for s in self._sentences)
+        return join_sentences(s.text for s in self._sentences)
 
     def heard_sentences(self) -> tuple[str, ...]:
         """Sentences fully played, in order."""
         return tuple(self._sentences[i].text for i in self._heard_indices()[0])
 
     def heard_text(self) -> str:
-        return " ".join(self.heard_sentences())
+        return join_sentences(self.heard_sentences())
 
     def unheard_sentences(self) -> tuple[str, ...]:
         """The cut sentence and every generated one after it."""

@@ -27,6 +27,7 @@ from openab_voice.engine.handle import PlayedPosition, SpeechHandle, frames_for
 from openab_voice.engine.hold import ResponseReports
 from openab_voice.engine.response import ResponseDeps, ResponseRequest, close_stream, stage
 from openab_voice.engine.state import AudioStarted
+from openab_voice.providers.scripts import join_sentences
 
 __all__ = ["Speaking"]
 
@@ -199,7 +200,7 @@ class Speaking:
             self._d.clock,
             session_id=self._d.session_id,
             turn_id=self._handle.turn_id,
-            text=" ".join(unsaid),
+            text=join_sentences(unsaid),
             cause=self._request.cause,
             reason=expired.reason,
             point=expired.point,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Final
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "has_cjk",
     "index_at_width",
     "is_cjk",
+    "join_sentences",
     "split_units",
     "width",
 ]
@@ -112,3 +114,17 @@ def split_units(text: str) -> list[str]:
 def chars_for_words(words: int) -> int:
     """CJK characters equivalent to ``words`` English words (rounded up): 4 words are 6 characters."""
     return math.ceil(words * CJK_CHARS_PER_WORD)
+
+
+_CJK_EDGE: Final = re.compile(f"[{CJK_CHARS}{CJK_PUNCTUATION}{CJK_CLOSERS}]")
+
+
+def join_sentences(sentences: Iterable[str]) -> str:
+    """Sentences as one text: a space between them, none where both sides are CJK (Chinese writes
+    "你好。今天呢？", never "你好。 今天呢？")."""
+    out = ""
+    for sentence in sentences:
+        if out and sentence and not (_CJK_EDGE.match(out[-1]) and _CJK_EDGE.match(sentence[0])):
+            out += " "
+        out += sentence
+    return out

@@ -7,17 +7,32 @@ on every label because transcripts are untrusted and ``$...$`` would otherwise b
 Each chart has its own ``svg.hashsalt``: its generated ids are deterministic and never collide with
 another chart's on the same page. Groups carry stable ids (``timeline-<speaker id>``, ``timeline-bot``,
 ``timeline-actions``, ``latency-<metric>``) that the page and its render test rely on.
+
+Chinese (and Japanese, Korean) text is drawn from a fallback font: ``font.family`` is ``["sans-serif",
+<CJK family>]`` and matplotlib (3.6 and later) takes each glyph DejaVu Sans lacks from the CJK face.
+:func:`cjk_family` picks the first installed of :data:`CJK_FAMILIES` from matplotlib's own font list,
+first registering system fonts installed after matplotlib cached that list (``fontManager.addfont``;
+nothing is downloaded). Without one (Debian: ``fonts-noto-cjk``) the characters are still drawn, as the
+default font's missing-glyph box: :func:`render_svg` records matplotlib's "Glyph ... missing from font(s)"
+warnings around its one ``savefig`` (every other warning goes on to the caller's filters, nothing is
+silenced globally), and :attr:`Chart.missing_glyphs` lets the page say which characters are boxes and
+which font to install. Like ``rc_context``, that recording is process-wide state: render from one thread.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import re
+import unicodedata
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -54,7 +69,7 @@ METRIC_TITLES = {
     "tts_first_chunk_ms": "TTS first chunk: sentence sent → first synthesized audio",
 }
 WIDTH_IN = 12.0
-_PT_PER_CHAR = 3.9  # average glyph advance at the 7 pt label size, to shorten labels to their bar
+_PT_PER_CHAR = 3.9  # average half-width glyph advance at the 7 pt label size, to fit labels to their bar
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RC: dict[Any, Any] = {
     "svg.fonttype": "path",
@@ -62,6 +77,33 @@ _RC: dict[Any, Any] = {
     "axes.titlesize": 9.5,
     "axes.titleweight": "bold",
 }
+# Simplified Chinese first (the users' language), then the other Han forms and common platform faces.
+CJK_FAMILIES = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK TC",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK KR",
+    "Source Han Sans SC",
+    "Source Han Sans CN",
+    "Noto Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "Microsoft YaHei",
+    "SimHei",
+)
+# matplotlib's words (_text_helpers.warn_on_missing_glyph): "Glyph 27861 (...) missing from font(s) ..."
+_MISSING_GLYPH = re.compile(r"Glyph (\d+) \(.*\) missing from font")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chart:
+    """A rendered chart: its inline ``<svg>`` element and the characters no installed font could draw."""
+
+    svg: str
+    missing_glyphs: str = ""  # each character once, first drawn first; drawn as boxes
 
 
 def element_id(*parts: str) -> str:
@@ -69,13 +111,67 @@ def element_id(*parts: str) -> str:
     return _ID_UNSAFE.sub("_", "-".join(parts))
 
 
-def to_svg(fig: Figure, *, salt: str) -> str:
+def _installed_cjk() -> str | None:
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return next((family for family in CJK_FAMILIES if family in names), None)
+
+
+@functools.cache
+def cjk_family() -> str | None:
+    """The first of :data:`CJK_FAMILIES` that matplotlib can draw with, or ``None`` when none is installed."""
+    found = _installed_cjk()
+    if found is None:
+        # matplotlib lists the system's fonts once and caches the list (~/.cache/matplotlib): a font
+        # installed since is not in it. Add the font files it has never seen, as a rebuild would.
+        known = {f.fname for f in font_manager.fontManager.ttflist}
+        for path in font_manager.findSystemFonts():
+            if path not in known:
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):  # a broken font file: skipped, as a rebuild does
+                    continue
+        found = _installed_cjk()
+    return found
+
+
+def _rc() -> dict[Any, Any]:
+    """The charts' settings, with the CJK fallback font when one is installed."""
+    cjk = cjk_family()
+    return {**_RC, "font.family": ["sans-serif", cjk] if cjk else ["sans-serif"]}
+
+
+def render_svg(fig: Figure, *, salt: str) -> Chart:
     """The figure as an ``<svg>`` element (no XML prolog or doctype: it goes inline into HTML)."""
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
+    missing: dict[str, None] = {}
+    with (
+        matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        # Recorded, every time (not once per place): a missing glyph becomes a note on the page.
+        warnings.filterwarnings("always", message=_MISSING_GLYPH.pattern, category=UserWarning)
         fig.savefig(buf, format="svg", metadata={"Date": None})
+    for w in caught:
+        if (glyph := _MISSING_GLYPH.match(str(w.message))) is not None:
+            missing[chr(int(glyph.group(1)))] = None
+        else:  # not ours to judge: back through the caller's filters
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     text = buf.getvalue()
-    return text[text.index("<svg") :]
+    return Chart(svg=text[text.index("<svg") :], missing_glyphs="".join(missing))
+
+
+def _fit(text: str, cells: int) -> str:
+    """``text`` shortened with "…" to ``cells`` half-width cells (a CJK character takes two)."""
+    widths = [2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text]
+    if sum(widths) <= cells:
+        return text
+    kept, used = [], 0
+    for char, width in zip(text, widths, strict=True):
+        if used + width > cells - 1:
+            break
+        kept.append(char)
+        used += width
+    return "".join(kept).rstrip() + "…"
 
 
 def _label(
@@ -84,11 +180,10 @@ def _label(
     """``text`` from ``x0``, shortened to end by ``x1`` and clipped to ``clip`` (default: that span)."""
     fig_width_pt = WIDTH_IN * 72.0 * 0.86  # the axes' share of the figure's width
     lo, hi = ax.get_xlim()
-    chars = int((x1 - x0) / max(hi - lo, 1e-9) * fig_width_pt / _PT_PER_CHAR)
-    if chars < 3:
+    cells = int((x1 - x0) / max(hi - lo, 1e-9) * fig_width_pt / _PT_PER_CHAR)
+    if cells < 3:
         return
-    if len(text) > chars:
-        text = text[: max(chars - 1, 1)].rstrip() + "…"
+    text = _fit(text, cells)
     if clip is None:
         clip = Rectangle((x0, y - 0.5), x1 - x0, 1.0, transform=ax.transData)  # only a clip path, never drawn
     label = ax.text(
@@ -251,14 +346,14 @@ def _actions_lane(ax: Axes, actions: Sequence[Mapping[str, Any]], end: float) ->
             _label(ax, step["at"], stop, row, step["status"], clip=rect)
 
 
-def timeline_svg(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
+def timeline_chart(report: Mapping[str, Any], *, bot_name: str = "bot") -> Chart:
     """One lane per speaker, one for the bot, one for the actions; a shared axis of seconds since connect."""
     speakers = list(report.get("speakers", {}).items())
     actions = list(report.get("actions", []))
     end = max(float(report.get("duration_s", 0.0)), 1.0)
     heights = [1.45] * len(speakers) + [1.1] + ([0.5 + 0.3 * len(actions)] if actions else [])
     legend = _Legend()
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = Figure(figsize=(WIDTH_IN, sum(heights) + 1.4), layout="constrained")
         fig.set_gid("timeline-figure")
         grid = fig.add_gridspec(len(heights), 1, height_ratios=heights)
@@ -280,17 +375,17 @@ def timeline_svg(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
             frameon=False,
             fontsize=7.5,
         )
-        return to_svg(fig, salt="openab-timeline")
+        return render_svg(fig, salt="openab-timeline")
 
 
-def latency_svg(metrics: Mapping[str, Sequence[float]], targets: Mapping[str, float]) -> str:
+def latency_chart(metrics: Mapping[str, Sequence[float]], targets: Mapping[str, float]) -> Chart:
     """A histogram per latency metric with its P50, P95 and target (milliseconds)."""
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = Figure(figsize=(WIDTH_IN, 5.4), layout="constrained")
         fig.set_gid("latency-figure")
         for ax, (metric, title) in zip(fig.subplots(2, 2).flat, METRIC_TITLES.items(), strict=True):
             _histogram(ax, metric, title, [float(v) for v in metrics.get(metric, [])], targets.get(metric))
-        return to_svg(fig, salt="openab-latency")
+        return render_svg(fig, salt="openab-latency")
 
 
 def _histogram(ax: Axes, metric: str, title: str, values: list[float], target: float | None) -> None:

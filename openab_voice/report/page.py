@@ -5,6 +5,10 @@ as SVG. It loads nothing (a Content-Security-Policy of ``default-src 'none'`` sa
 too) and runs no script. Every text taken from the report goes through :func:`html.escape`:
 transcripts, model output, goals and channel messages are untrusted.
 
+Transcripts may be Chinese: the font stack names CJK faces (Noto Sans CJK first, then the platforms'
+own) before the generic ``sans-serif``, and where the charts found no CJK font for some characters
+(:attr:`~openab_voice.report.charts.Chart.missing_glyphs`) the page says so under the chart.
+
 matplotlib is the optional ``report`` extra; :func:`require_renderer` turns its absence into a
 structured :class:`~openab_voice.errors.ProviderUnavailable` before a demo is run for nothing.
 """
@@ -15,12 +19,15 @@ import html
 import importlib.util
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openab_voice.bench.dialogue import TARGETS as BENCH_TARGETS
 from openab_voice.bench.stats import summary
 from openab_voice.errors import ProviderUnavailable
 from openab_voice.report.builder import METRICS
+
+if TYPE_CHECKING:
+    from openab_voice.report.charts import Chart  # imports matplotlib: the optional extra
 
 __all__ = ["html_path_for", "render_html", "require_renderer", "write_html"]
 
@@ -28,8 +35,9 @@ __all__ = ["html_path_for", "render_html", "require_renderer", "write_html"]
 TARGETS: dict[str, float] = {m: float(BENCH_TARGETS[m]) for m in METRICS if m in BENCH_TARGETS}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:2rem auto;
-max-width:80rem;padding:0 1.5rem;color:#1a1a1a;line-height:1.45;background:#fff}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans","Noto Sans CJK SC",
+"Noto Sans CJK TC","Source Han Sans SC","PingFang SC","Hiragino Sans GB","Microsoft YaHei","WenQuanYi Zen Hei",
+sans-serif;margin:2rem auto;max-width:80rem;padding:0 1.5rem;color:#1a1a1a;line-height:1.45;background:#fff}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd}
 .lead{color:#444;margin-top:0}figure{margin:1rem 0}figure svg{width:100%;height:auto}
 figcaption{color:#555;font-size:.9rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}
@@ -94,9 +102,10 @@ def _seconds(value: object) -> str:
 def render_html(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
     """The whole page for one demo report (the dict :class:`~openab_voice.report.builder.ReportBuilder` builds)."""
     require_renderer()
-    from openab_voice.report.charts import latency_svg, timeline_svg  # the optional extra
+    from openab_voice.report.charts import latency_chart, timeline_chart  # the optional extra
 
     names = {uid: str(s.get("name", uid)) for uid, s in report.get("speakers", {}).items()}
+    timeline = timeline_chart(report, bot_name=bot_name)
     dave = report.get("dave", {})
     dave_text = (
         f"on, privacy code <code>{_e(dave.get('privacy_code'))}</code>" if dave.get("enabled") else "off"
@@ -113,13 +122,13 @@ def render_html(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
         "of audio that the emulated Discord decoded. All times are seconds since the bot's voice connection "
         "came up.</p>",
         '<section id="timeline"><h2>Timeline</h2>',
-        f'<figure id="timeline-chart">{timeline_svg(report, bot_name=bot_name)}<figcaption>One lane per '
+        f'<figure id="timeline-chart">{timeline.svg}<figcaption>One lane per '
         "speaker: what the front end detected as speech, the final transcripts (orange when they became a "
         "turn for the bot) with the partials before them, and the echo gate's verdict on each speech onset; "
         "a grey band is the bot's own audio playing. The bot's lane shows the audio actually played with the "
         "text heard (a red cross where it was cut) and its dialogue states; the last lane each action's "
-        "status.</figcaption></figure></section>",
-        _latency_section(report.get("metrics", {}), latency_svg),
+        f"status.{_missing_glyphs(timeline)}</figcaption></figure></section>",
+        _latency_section(report.get("metrics", {}), latency_chart),
         _conversation_section(report, names, bot_name),
         _speakers_section(report, names),
         _actions_section(report.get("actions", []), names),
@@ -129,9 +138,20 @@ def render_html(report: Mapping[str, Any], *, bot_name: str = "bot") -> str:
     return "\n".join(parts) + "\n"
 
 
+def _missing_glyphs(chart: Chart) -> str:
+    """A note under a chart that drew some characters as boxes: no installed font has them."""
+    if not chart.missing_glyphs:
+        return ""
+    return (
+        f' <span class="muted">This machine has no font for {_e(" ".join(chart.missing_glyphs))}: the chart '
+        "draws them as boxes (the tables show them as text). Install a CJK font (Debian: "
+        "<code>fonts-noto-cjk</code>) and render the report again.</span>"
+    )
+
+
 def _latency_section(
     metrics: Mapping[str, Sequence[float]],
-    draw: Callable[[Mapping[str, Sequence[float]], Mapping[str, float]], str],
+    draw: Callable[[Mapping[str, Sequence[float]], Mapping[str, float]], Chart],
 ) -> str:
     rows = []
     for metric in METRICS:
@@ -153,11 +173,13 @@ def _latency_section(
     table = _table(
         ["metric", "n", "P50 ms", "P95 ms", "max ms", "target P95 ms", "met"], rows, numeric=range(1, 6)
     )
+    chart = draw(metrics, TARGETS)
     return (
         '<section id="latency"><h2>Latency</h2>'
-        f'<figure id="latency-chart">{draw(metrics, TARGETS)}<figcaption>Histograms of this run\'s samples; '
+        f'<figure id="latency-chart">{chart.svg}<figcaption>Histograms of this run\'s samples; '
         "dashed: median, solid: P95, dotted red: the target P95. A demo run has few samples: "
-        "<code>openab-voice bench dialogue</code> measures them properly.</figcaption></figure>"
+        "<code>openab-voice bench dialogue</code> measures them properly."
+        f"{_missing_glyphs(chart)}</figcaption></figure>"
         f"{table}</section>"
     )
 

@@ -87,7 +87,11 @@ class TranscriptReporter:
             return "empty"
         if not normalize_words(text):
             return "punctuation_only"
-        if hyp.no_speech_prob is not None and hyp.no_speech_prob > s.max_no_speech_prob:
+        if (
+            hyp.no_speech_prob is not None
+            and hyp.no_speech_prob > s.max_no_speech_prob
+            and (hyp.confidence is None or hyp.confidence < s.no_speech_unless_confidence)
+        ):
             return "no_speech"
         if hyp.confidence is not None and hyp.confidence < s.min_confidence:
             return "low_confidence"

@@ -29,7 +29,11 @@ class TranscriberSettings:
             accept a barge-in a few hundred ms after it began, and the first word is often the wake name.
         min_confidence: finals below this confidence (exp of the mean token log-probability) are
             discarded; partials are not filtered (the first decodes score low even when right).
-        max_no_speech_prob: finals the model judges silence above this probability are discarded.
+        max_no_speech_prob: finals the model judges silence above this probability are discarded,
+            unless their text is confident (``no_speech_unless_confidence``).
+        no_speech_unless_confidence: Whisper's own rule (``logprob_threshold`` -1: e^-1): a confident
+            text is kept despite its ``no_speech_prob``. The multilingual model scores a loud first
+            Chinese question 0.60-0.79 while writing it right at 0.92 (ADR 0023).
         max_utterance_s: an utterance is cut (final decode) at this length; Whisper's window is 30 s.
         max_concurrent_decodes: decodes in flight across all speakers.
         max_batch: with a provider that decodes in batches (``SttCapabilities.batch``), the decodes
@@ -53,6 +57,7 @@ class TranscriberSettings:
     pre_roll_ms: int = 800
     min_confidence: float = 0.35
     max_no_speech_prob: float = 0.6
+    no_speech_unless_confidence: float = 0.368  # e^-1
     max_utterance_s: float = 30.0
     max_concurrent_decodes: int = 1
     max_batch: int = 1

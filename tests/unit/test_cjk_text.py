@@ -15,6 +15,7 @@ from openab_voice.providers.scripts import (
     has_cjk,
     index_at_width,
     is_cjk,
+    join_sentences,
     split_units,
     width,
 )
@@ -307,3 +308,19 @@ def test_espeak_mandarin_keeps_the_word_rule() -> None:
     split = split_first_unit(phonemes, 4)
     assert split is not None and not split.at_clause
     assert "".join(split.first) == "pɑ5lˈiɜ s.ˈi.5 fˈɑ2 kˈuoɜ"
+
+
+@pytest.mark.parametrize(
+    ("sentences", "text"),
+    [
+        (["Paris is the capital.", "It is big."], "Paris is the capital. It is big."),
+        (["从前有一个小机器人。", "它住在城市里。"], "从前有一个小机器人。它住在城市里。"),
+        (["你好。", "Python is fun."], "你好。 Python is fun."),
+        (["Hello.", "你好。"], "Hello. 你好。"),
+        (["「好。」", "走吧。"], "「好。」走吧。"),
+        ([], ""),
+        (["One."], "One."),
+    ],
+)
+def test_sentences_join_without_a_space_between_cjk(sentences: list[str], text: str) -> None:
+    assert join_sentences(sentences) == text

@@ -43,7 +43,7 @@ def _first_stable(values_ms: list[float]) -> dict[str, object]:
         LatencyMeasured(at=float(i), metric="first_stable_partial_ms", value_ms=v)
         for i, v in enumerate(values_ms)
     ]
-    return _report(events, [], {}, stt_stats={})
+    return _report(events, [], {}, {}, stt_stats={})
 
 
 @pytest.mark.parametrize(

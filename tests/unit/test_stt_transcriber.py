@@ -204,6 +204,18 @@ def test_unusable_finals_are_discarded(hypothesis: Hypothesis, reason: str) -> N
     assert discarded.reason == reason and discarded.speaker_id == "alice"
 
 
+def test_a_confident_final_is_kept_despite_its_no_speech_score() -> None:
+    # Whisper's own rule: the multilingual model scored a loud first Chinese question 0.60 while writing
+    # it right at 0.92 confidence; only an unconfident text is taken for silence.
+    kept = Hypothesis(text="法國的首都是什麼?", confidence=0.92, no_speech_prob=0.61)
+    rig = Rig(ScriptedStt(lambda samples, final: kept))
+    rig.feed(timeline("alice", 100.0, silence_s=0.2, speech_s=0.6, tail_s=0.1))
+
+    (final,) = rig.of(TranscriptFinal)
+    assert isinstance(final, TranscriptFinal) and final.text == kept.text
+    assert not rig.of(TranscriptDiscarded)
+
+
 def test_two_interleaved_speakers_keep_separate_utterances() -> None:
     scripts = {7: "alice speaks here", 5: "bob says this"}
     stt = ScriptedStt(lambda s, final: words_by_length(scripts[int(s[-1])])(s, final))

@@ -25,6 +25,7 @@ from openab_voice.engine.response import ResponseDeps, ToolPath
 from openab_voice.engine.state import DiscardResponse, InterruptResponse, ResponseFinished, StartResponse
 from openab_voice.engine.supervisor import PreparedResponse, ResponseSupervisor
 from openab_voice.providers.realtime import RealtimeLink
+from openab_voice.providers.scripts import join_sentences
 from openab_voice.providers.tts import TextToSpeech
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra
@@ -87,7 +88,7 @@ class ExactLines:
                 self._b.clock,
                 session_id=self._b.session_id,
                 turn_id=effect.response_id,
-                text=" ".join(prepared.replay),
+                text=join_sentences(prepared.replay),
                 cause=prepared.cause,
                 reason=NO_EXACT_VOICE,
                 point="before_synthesis",

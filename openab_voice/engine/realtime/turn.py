@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from openab_voice.engine.realtime.response import RealtimeResponse
+from openab_voice.providers.scripts import join_sentences
 
 if TYPE_CHECKING:  # the SDK is the optional ``openai`` extra
     from openai.types.realtime import ConversationItemCreateEventParam
@@ -38,7 +39,7 @@ async def send_turn(
         if not prepared.replay:
             await link.send({"type": "response.create"})
             return
-        said = " ".join(prepared.replay)
+        said = join_sentences(prepared.replay)
         instructions = f"Say exactly this, and nothing else: {said}"
         await link.send({"type": "response.create", "response": {"instructions": instructions}})
         return
