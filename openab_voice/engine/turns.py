@@ -26,6 +26,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
 
+from openab_voice.engine.name_sounds import same_sound, sounds_like
 from openab_voice.providers.scripts import CJK_CHARS, has_cjk, is_cjk
 
 __all__ = [
@@ -216,7 +217,11 @@ def _prefix_joins_to(words: list[str], wake: str, *, rev: bool = False) -> bool:
 
 
 def _run_length(words: list[str], wake: str, *, rev: bool = False) -> int:
-    """How many leading ``words`` spell ``wake`` (as :func:`_prefix_joins_to` judges); 0 if none."""
+    """How many leading ``words`` spell ``wake`` (as :func:`_prefix_joins_to` judges; a CJK name by its
+    sound, :mod:`~openab_voice.engine.name_sounds`); 0 if none."""
+    if has_cjk(wake):
+        run = words[: len(wake)]
+        return len(run) if sounds_like("".join(run[::-1] if rev else run), wake) else 0
     allowed = _tolerance(wake)
     joined = ""
     for count, word in enumerate(words, 1):
@@ -266,8 +271,13 @@ def _vocative_words() -> tuple[tuple[str, ...], ...]:
 
 
 def _vocatives(words: list[str]) -> list[int]:
-    """The lengths of the vocatives ``words`` may open with ("hey", "excuse me", "你好"), shortest first."""
-    return sorted(len(v) for v in _vocative_words() if tuple(words[: len(v)]) == v)
+    """The lengths of the vocatives ``words`` may open with ("hey", "excuse me", "你好"; a CJK one by its
+    reading: "黑" is "嘿" misheard), shortest first."""
+    return sorted(
+        len(v)
+        for v in _vocative_words()
+        if tuple(words[: len(v)]) == v or same_sound("".join(words[: len(v)]), "".join(v))
+    )
 
 
 def _close(heard: str, wake: str, allowed: int) -> bool:

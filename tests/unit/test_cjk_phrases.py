@@ -77,7 +77,8 @@ def test_any_listed_name_addresses_the_bot(text: str) -> None:
     [
         "今天天气怎么样",
         "我昨天问了贾维斯一个问题",  # the name inside is no address
-        "加维斯，今天天气怎么样",  # a CJK name matches by its characters: no tolerance
+        "大维斯，今天天气怎么样",  # another first sound (da for jia)
+        "觉得是，今天天气怎么样",  # jue de shi: other sounds
         "贾维，今天天气怎么样",  # part of the name
         "鲍勃，午饭吃什么？",
         "好贾维斯，几点了",  # "好" is no vocative
@@ -88,8 +89,19 @@ def test_other_chinese_speech_does_not_address_the_bot(text: str) -> None:
     assert not addresses(text, WAKE)
 
 
-def test_the_script_must_be_listed() -> None:
-    assert not addresses("賈維斯，今天天氣怎麼樣？", "Jarvis, 贾维斯")  # traditional not listed
+@pytest.mark.parametrize(
+    "heard",
+    # What the multilingual Whisper base wrote for "贾维斯" in shipped-voice lines (ADR 0023), and the
+    # traditional form: the same name to the ear.
+    ["假为是", "脚圍絲", "蔣維斯", "價為斯", "加维斯", "賈維斯"],
+)
+def test_a_chinese_name_is_heard_by_its_sound(heard: str) -> None:
+    assert addresses(f"{heard}，今天天气怎么样？", "Jarvis, 贾维斯")
+    assert without_address(f"{heard}，今天天气怎么样？", "Jarvis, 贾维斯") == "今天天气怎么样？"
+    assert not addresses(f"我觉得{heard}说得对", "Jarvis, 贾维斯")  # inside a sentence: no address
+
+
+def test_a_name_is_matched_only_in_its_own_script() -> None:
     assert not addresses("贾维斯，今天天气怎么样", "Jarvis")
     assert not addresses("Jarvi斯，hi", "Nova")  # a Latin name never takes a Chinese character as a letter
 
@@ -132,12 +144,12 @@ def test_a_prefix_opens_with_a_chinese_name() -> None:
 
 
 def test_a_final_gets_back_the_chinese_name_its_partials_heard() -> None:
-    final = "加维斯，今天天气怎么样"  # a homophone of the name's first character
+    final = "大维斯，今天天气怎么样"  # misheard past the name's sound (da for jia)
     assert name_as_heard_early(final, "贾维斯，今天", WAKE) == "贾维斯，今天天气怎么样"
-    assert name_as_heard_early("加维斯，明天呢", "贾维斯，今天", WAKE) is None  # the words after differ
+    assert name_as_heard_early("大维斯，明天呢", "贾维斯，今天", WAKE) is None  # the words after differ
     early = EarlyNames()
     early.note("u1", "賈維斯，今天", WAKE)
-    assert early.heard("u1", "假維斯，今天天氣", WAKE, final=True) == "賈維斯，今天天氣"
+    assert early.heard("u1", "打維斯，今天天氣", WAKE, final=True) == "賈維斯，今天天氣"
 
 
 def test_the_turn_policy_takes_the_configured_list() -> None:
@@ -198,7 +210,6 @@ def test_the_chinese_task_phrase_yields_the_goal(text: str, goal: str) -> None:
         ("开始一个任务：……", None),
         ("鲍勃，开始一个任务：运行测试", WAKE),  # someone else's name
         ("贾维斯，开始一个任务：运行测试", None),  # a name, but no wake name configured
-        ("賈維斯，開始任務：運行測試", "Jarvis, 贾维斯"),  # the traditional form is not listed
         ("启动任务管理器", WAKE),  # "launch the Task Manager"
         ("打开任务栏", WAKE),
         ("确认任务", WAKE),

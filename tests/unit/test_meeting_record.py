@@ -304,3 +304,23 @@ def test_long_posts_are_split_at_line_ends() -> None:
     assert all(len(c) <= 2000 for c in chunks) and len(chunks) == 3
     assert "\n".join(chunks) == text
     assert split_message("y" * 4500) == ["y" * 2000, "y" * 2000, "y" * 500]
+
+
+async def test_a_chinese_meeting_keeps_its_words_in_the_record_the_text_and_the_summary(
+    store: TranscriptStore,
+) -> None:
+    store.open_session("zh", guild_id=GUILD, channel_id=2, channel_name="会议室", started_at=0.0)
+    said = ["记住：我们下周五发布新版本。", "法国的首都是什么？", "開始一個任務：寫發佈說明。"]
+    store.add("zh", [line(text, float(n)) for n, text in enumerate(said)], audience=[1001])
+    store.add("zh", [line("法国的首都是巴黎。", 5.0, speaker="99", kind=LineKind.BOT)], audience=[1001])
+    assert [li.text for li in store.lines("zh")] == [*said, "法国的首都是巴黎。"]  # as said, either script
+    model = EchoModel()
+    records = MeetingRecords(store, chat=model)
+    session = await records.resolve(guild_id=GUILD, user_id=1001)
+    assert not isinstance(session, Refusal)
+    text = render_text(session, store.lines("zh"))
+    assert "#会议室" in text and all(s in text for s in said) and "法国的首都是巴黎。" in text
+    await records.summarize(session)
+    ((messages, _),) = model.requests
+    assert "language the transcript is spoken in" in messages[0].content
+    assert all(s in messages[1].content for s in said)
