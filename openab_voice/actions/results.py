@@ -123,6 +123,41 @@ def result_text(
     return ResultText(parts=(head,), attachment=full)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ResultWords:
+    """How a result is announced in one language (``{status}``, ``{first}``, ``{refused}`` filled in)."""
+
+    statuses: dict[JobStatus, str]
+    ended: str
+    all_refused: str
+    some_refused: str
+    detailed: str
+    plain: str
+
+
+_RESULT_WORDS: dict[Language, _ResultWords] = {
+    "en": _ResultWords(
+        statuses=STATUS_LINES,
+        ended="The task ended.",
+        all_refused=(
+            "The task ended, but {refused} refused, so nothing it asked to do was allowed. "
+            "The result is in the text channel."
+        ),
+        some_refused="The task is done, but {refused} refused.",
+        detailed="{status} {first} The full result is in the text channel.",
+        plain="{status} The result is in the text channel.",
+    ),
+    "zh": _ResultWords(
+        statuses=STATUS_LINES_ZH,
+        ended="任务结束了。",
+        all_refused="任务结束了，但{refused}被拒绝了，所以它要做的事都没有被允许。结果在文字频道里。",
+        some_refused="任务完成了，但{refused}被拒绝了。",
+        detailed="{status}{first} 完整结果在文字频道里。",
+        plain="{status}结果在文字频道里。",
+    ),
+}
+
+
 def spoken_status(
     *,
     execution: str,
@@ -133,40 +168,29 @@ def spoken_status(
 ) -> str:
     """What the voice says once the text is posted: the status, or a short summary for trusted rooms,
     in ``language`` (the one the task was asked in)."""
+    words = _RESULT_WORDS[language]
+    ended = execution in _EXECUTIONS and JobStatus(execution).terminal
+    status = words.statuses[JobStatus(execution)] if ended else words.ended
+    if execution == "succeeded" and refused.all:
+        return words.all_refused.format(refused=_refused_phrase(refused, language))
+    if execution == "succeeded" and refused.any:
+        status = words.some_refused.format(refused=_refused_phrase(refused, language))
+    if all_trusted and execution == "succeeded" and not refused.any:
+        first = speakable(output.strip().split("\n", 1)[0])[:200].strip()
+        if first:
+            return words.detailed.format(status=status, first=first)
+    return words.plain.format(status=status)
+
+
+def _refused_phrase(refused: Refusals, language: Language = "en") -> str:
+    """E.g. "1 of its 2 permission requests was", "2 of its 3 permission requests were";
+    "它的3个权限请求中有2个", "它的2个权限请求都"."""
     if language == "zh":
-        return _spoken_status_zh(execution=execution, output=output, all_trusted=all_trusted, refused=refused)
-    ended = execution in _EXECUTIONS and JobStatus(execution).terminal
-    status = STATUS_LINES[JobStatus(execution)] if ended else "The task ended."
-    if execution == "succeeded" and refused.all:
-        return (
-            f"The task ended, but {_refused_phrase(refused)} refused, so nothing it asked to do was "
-            "allowed. The result is in the text channel."
-        )
-    if execution == "succeeded" and refused.any:
-        status = f"The task is done, but {_refused_phrase(refused)} refused."
-    if all_trusted and execution == "succeeded" and not refused.any:
-        first = speakable(output.strip().split("\n", 1)[0])[:200].strip()
-        if first:
-            return f"{status} {first} The full result is in the text channel."
-    return f"{status} The result is in the text channel."
-
-
-def _spoken_status_zh(*, execution: str, output: str, all_trusted: bool, refused: Refusals) -> str:
-    ended = execution in _EXECUTIONS and JobStatus(execution).terminal
-    status = STATUS_LINES_ZH[JobStatus(execution)] if ended else "任务结束了。"
-    if execution == "succeeded" and refused.all:
-        return f"任务结束了，但它的{refused.asked}个权限请求都被拒绝了，所以它要做的事都没有被允许。结果在文字频道里。"
-    if execution == "succeeded" and refused.any:
-        status = f"任务完成了，但它的{refused.asked}个权限请求中有{len(refused.refused)}个被拒绝了。"
-    if all_trusted and execution == "succeeded" and not refused.any:
-        first = speakable(output.strip().split("\n", 1)[0])[:200].strip()
-        if first:
-            return f"{status}{first} 完整结果在文字频道里。"
-    return f"{status}结果在文字频道里。"
-
-
-def _refused_phrase(refused: Refusals) -> str:
-    """E.g. "1 of its 2 permission requests was", "2 of its 3 permission requests were"."""
+        if refused.asked == 1:
+            return "它的权限请求"
+        if refused.all:
+            return f"它的{refused.asked}个权限请求都"
+        return f"它的{refused.asked}个权限请求中有{len(refused.refused)}个"
     if refused.asked == 1:
         return "its permission request was"
     if refused.all:
