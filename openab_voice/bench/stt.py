@@ -63,10 +63,8 @@ def character_error_rate(reference: str, hypothesis: str) -> float:
 
 def _characters(text: str) -> list[str]:
     if has_cjk(text):
-        text = _simplified(text)
-    return list(
-        " ".join(normalize_words(text)).replace(" ", "") if has_cjk(text) else " ".join(normalize_words(text))
-    )
+        return list("".join(normalize_words(_simplified(text))))
+    return list(" ".join(normalize_words(text)))
 
 
 def _simplified(text: str) -> str:
