@@ -179,6 +179,7 @@ class VoiceSession:
             # at its played position (only heard text enters the context).
             gap.playback_interrupted = self.playback.interrupt() is not None
         new_session = recovery in (Recovery.REJOIN, Recovery.RECONNECT)
+        self._gaps.expect_cut()
         self.receiver.cut_streams(new_session=new_session, then=self._streams_cut)
 
     def rejoin_needed(self, *, cause: str, close_code: int | None) -> None:
@@ -233,7 +234,7 @@ class VoiceSession:
             if self.playback is not None and self._loop is not None:
                 self.playback.attach(vc, self._loop)
             if vc.dave_ready:
-                self._gaps.close(recovered=True)  # else when the DAVE group's transition executes
+                self._gaps.recovered()  # else when the DAVE group's transition executes
             return
         self._gaps.close(recovered=False)
         self._bus.publish(

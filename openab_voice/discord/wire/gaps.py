@@ -4,6 +4,11 @@ At most one gap of the voice connection is open at a time (a refused RESUME esca
 recovery instead of opening another), and one of the main gateway beside it. A gap opens with
 :class:`~openab_voice.bus.events.VoiceGapStarted` and closes with
 :class:`~openab_voice.bus.events.VoiceGap`, which carries its cause, duration and recovery.
+
+The receive streams are cut on the receive worker's thread, which may run behind: a RESUME can be
+back (op 9, milliseconds later) before the worker has said whose speech it cut. A recovered gap
+therefore closes once every cut it asked for is in (:meth:`GapLog.expect_cut`,
+:meth:`GapLog.add_cut`), its duration still ending when media was back.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class OpenGap:
     playback_interrupted: bool = False
     speakers_cut: tuple[str, ...] = ()
     attempts: int = 1
+    cuts_pending: int = 0
+    back_at: float | None = None  # media flows again; the gap closes once its cuts are in
 
 
 class GapLog:
@@ -58,6 +65,7 @@ class GapLog:
         (its recovery becomes ``recovery``)."""
         if self.voice is not None:
             self.voice.recovery = recovery
+            self.voice.back_at = None  # broke again before its cuts were in: not back after all
             return None
         gap = self.voice = OpenGap(cause, close_code, recovery, self._clock.monotonic(), True)
         self._started(gap)
@@ -69,9 +77,29 @@ class GapLog:
             self._gateway = OpenGap(CAUSE_GATEWAY, None, Recovery.NONE, self._clock.monotonic(), False)
             self._started(self._gateway)
 
-    def add_cut(self, speakers: tuple[str, ...]) -> None:
+    def expect_cut(self) -> None:
+        """The open gap's receive streams are being cut: its speakers come with :meth:`add_cut`."""
         if self.voice is not None:
-            self.voice.speakers_cut = tuple(sorted(set(self.voice.speakers_cut) | set(speakers)))
+            self.voice.cuts_pending += 1
+
+    def add_cut(self, speakers: tuple[str, ...]) -> None:
+        """The speakers a cut ended; a gap already back closes with its last cut."""
+        gap = self.voice
+        if gap is None:
+            return
+        gap.speakers_cut = tuple(sorted(set(gap.speakers_cut) | set(speakers)))
+        gap.cuts_pending = max(0, gap.cuts_pending - 1)
+        if gap.back_at is not None and not gap.cuts_pending:
+            self.close(recovered=True)
+
+    def recovered(self) -> None:
+        """Media flows again: close the open gap now, or with its last pending cut."""
+        gap = self.voice
+        if gap is None or gap.back_at is not None:
+            return
+        gap.back_at = self._clock.monotonic()
+        if not gap.cuts_pending:
+            self.close(recovered=True)
 
     def close(self, *, recovered: bool) -> None:
         gap, self.voice = self.voice, None
@@ -97,7 +125,7 @@ class GapLog:
         else:
             back = op == OP_DAVE_EXECUTE_TRANSITION and vc.dave_ready
         if back:
-            self.close(recovered=True)
+            self.recovered()
 
     def _started(self, gap: OpenGap) -> None:
         self._bus.publish(
@@ -113,7 +141,7 @@ class GapLog:
         )
 
     def _ended(self, gap: OpenGap, *, recovered: bool) -> None:
-        now = self._clock.monotonic()
+        now = self._clock.monotonic() if gap.back_at is None else gap.back_at
         event = VoiceGap(
             at=now,
             session_id=self._session_id,
