@@ -40,7 +40,7 @@ from openab_voice.engine.settings import language_instruction, negotiate
 from openab_voice.jobs import JobStatus
 from openab_voice.memory.intake import ACK_SAVED_ZH
 from openab_voice.providers.chat import ChatMessage
-from openab_voice.stt.events import TranscriptFinal
+from openab_voice.stt.events import TranscriptDiscarded, TranscriptFinal
 from openab_voice.testing.chat import ScriptedChatModel
 from openab_voice.testing.emulator import EmulatorConfig
 from openab_voice.testing.emulator.wav import load_wav_48k_stereo
@@ -103,7 +103,11 @@ def say(name: str) -> bytes:
 
 async def until(events: list[Event], condition: Any, what: str, within_s: float = 40.0) -> None:
     def described() -> str:
-        heard = [e.text for e in events if isinstance(e, TranscriptFinal)]
+        heard = [
+            e.text if isinstance(e, TranscriptFinal) else f"<{e.reason}>"
+            for e in events
+            if isinstance(e, (TranscriptFinal, TranscriptDiscarded))
+        ]
         said = [(e.spoken_text, e.interrupted) for e in events if isinstance(e, BotUtteranceFinished)]
         return f"{what}; heard {heard}; said {said}"
 
@@ -165,14 +169,29 @@ async def test_a_conversation_in_chinese(
         )
         h.bus.subscribe(Event, events.append)
 
+        base = 0  # the conversation's events start here (after the greeting)
+
         def said() -> list[BotUtteranceFinished]:
-            return [e for e in events if isinstance(e, BotUtteranceFinished)]
+            return [e for e in events[base:] if isinstance(e, BotUtteranceFinished)]
 
         def speaking() -> int:
-            return sum(isinstance(e, DialogueStateChanged) and e.state == "speaking" for e in events)
+            return sum(isinstance(e, DialogueStateChanged) and e.state == "speaking" for e in events[base:])
+
+        def settled() -> bool:
+            states = [e.state for e in events if isinstance(e, DialogueStateChanged)]
+            outcome = any(isinstance(e, (TranscriptDiscarded, BotUtteranceFinished)) for e in events)
+            return outcome and (not states or states[-1] == "listening")
 
         async with h:
             alice = h.emulator.speaker(ALICE)
+            # 0. Alice greets first. A speaker's first words pass the gain control's start, which lifts
+            # them about 5 dB into clipping, and the multilingual base's confidence in them is then
+            # borderline (ADR 0023, "noticed"): what this test holds is the conversation after them.
+            await alice.say(say("weather"))
+            await until(events, settled, "the greeting answered or discarded")
+            await clock.sleep(1.5)  # real time: a greeting split in two has its second part by now
+            await until(events, settled, "the greeting settled")
+            base, asked_before = len(events), len(chat.requests)
             # 1. A question, answered in Chinese.
             await alice.say(say("question"))
             await until(events, lambda: any(e.spoken_text == CAPITAL for e in said()), "the answer")
@@ -218,17 +237,17 @@ async def test_a_conversation_in_chinese(
         actions.store.close()
 
     # What was heard is scored, not matched: the multilingual base's CER on these clips is 4-10 %.
-    finals = [e.text for e in events if isinstance(e, TranscriptFinal)]
+    finals = [e.text for e in events[base:] if isinstance(e, TranscriptFinal)]
     assert character_error_rate(PEOPLE["zh/question"], finals[0]) <= 0.3, finals
-    system = [m.content for m in chat.requests[0] if m.role == "system"]
+    system = [m.content for m in chat.requests[asked_before] if m.role == "system"]
     instruction = language_instruction("zh")
     assert instruction is not None and instruction in system[0]  # the model is told to answer in Chinese
     # The barge-in: whole sentences heard, in order, and the interrupting speech became the next turn.
     cut = next(e for e in said() if e.interrupted)
     assert cut.text == STORY and cut.spoken_text and STORY.startswith(cut.spoken_text)
     assert len(cut.spoken_text) < len(STORY)
-    assert [e.speaker_id for e in events if isinstance(e, InterruptionDetected)][:1] == [str(ALICE)]
-    assert any("问题" in _simplified(r[-1].content) for r in chat.requests[2:])
+    assert [e.speaker_id for e in events[base:] if isinstance(e, InterruptionDetected)][:1] == [str(ALICE)]
+    assert any("问题" in _simplified(r[-1].content) for r in chat.requests[asked_before + 2 :])
     # The task: its goal as heard, posted with its buttons and pinned.
     (asked_task,) = [text for text in finals if task_goal(text, wake_name="Jarvis") is not None]
     assert action.goal == task_goal(asked_task, wake_name="Jarvis") and action.proposed_by == ALICE
