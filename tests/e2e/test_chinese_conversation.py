@@ -146,6 +146,8 @@ async def test_a_conversation_in_chinese(
     providers = build_providers(settings)
     clock = SystemClock()
     chat = ScriptedChatModel(clock, [answer], ttft_s=0.2, token_s=0.01)
+    assert providers.chat is not None
+    await providers.chat.aclose()  # the app's OpenAI chat client, never asked: closed in this loop
     providers.chat = chat
     assert providers.stt is not None and providers.tts is not None and providers.dialogue is not None
     providers.dialogue, providers.capabilities = negotiate(
@@ -235,6 +237,9 @@ async def test_a_conversation_in_chinese(
     finally:
         records.close()
         actions.store.close()
+        # The OpenAI voice's client holds a keep-alive connection to the loopback: closed here, in this
+        # loop, not by the garbage collector during some later test (an "unclosed socket" there).
+        await providers.aclose()
 
     # What was heard is scored, not matched: the multilingual base's CER on these clips is 4-10 %.
     finals = [e.text for e in events[base:] if isinstance(e, TranscriptFinal)]
