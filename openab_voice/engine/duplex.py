@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from openab_voice.bus.events import LatencyMeasured
+
 if TYPE_CHECKING:  # the seam names the engine's vocabulary; none of it is needed at run time here
     from openab_voice.bus import EventBus
     from openab_voice.clock import Clock
@@ -133,6 +135,20 @@ class EngineBinding:
     report: Callable[[DialogueInput], None]
     session_id: str | None
     announce: Callable[[str, SpeechCause | None], None] | None = None
+
+    def latency(self, metric: str, since: float, *, turn_id: str, speaker_id: str | None) -> None:
+        """Publish ``metric``: the time from ``since`` to now, for ``turn_id``."""
+        now = self.clock.monotonic()
+        self.bus.publish(
+            LatencyMeasured(
+                at=now,
+                session_id=self.session_id,
+                metric=metric,
+                value_ms=(now - since) * 1000.0,
+                speaker_id=speaker_id,
+                turn_id=turn_id,
+            )
+        )
 
 
 class DuplexVoiceEngine(Protocol):

@@ -15,6 +15,7 @@ the rest is here, once:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 from collections.abc import Callable, Sequence
@@ -77,7 +78,7 @@ def bearer_refusal(authorization: str, api_key: str, *, reject: bool) -> Handsha
     return HTTPStatus.UNAUTHORIZED, message, "invalid_api_key"
 
 
-class SdkSocketServer(Generic[SessionT]):
+class SdkSocketServer(abc.ABC, Generic[SessionT]):
     """A websocket server on ``host`` whose sessions an ``openai`` client opens.
 
     A subclass says which paths it serves (:meth:`_refuse_path`) and opens each session
@@ -170,13 +171,13 @@ class SdkSocketServer(Generic[SessionT]):
 
     # --- connections ---------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _refuse_path(self, parts: SplitResult) -> HandshakeRefusal | None:
         """Why the upgrade's path or query is refused (None: it is served here)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def _open(self, connection: ServerConnection) -> SessionT | None:
         """The session for an accepted connection, or None once the connection is answered and closed."""
-        raise NotImplementedError
 
     def _check_handshake(self, connection: ServerConnection, request: Request) -> Response | None:
         refusal = self._refuse_path(urlsplit(request.path)) or bearer_refusal(

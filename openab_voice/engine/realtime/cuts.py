@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 
-from openab_voice.bus.events import LatencyMeasured
 from openab_voice.engine.duplex import EngineBinding
 from openab_voice.engine.events import ProviderTruncated, SpeechClaimCut
 from openab_voice.engine.handle import FRAME_MS, SpeechOutput
@@ -82,7 +81,7 @@ class Cuts:
                 return  # the session is gone: the fresh one is seeded from the heard history anyway
             turn_id = response.handle.turn_id
             if barge_in_at is not None:
-                self.latency("truncate_sent_ms", barge_in_at, turn_id, None)
+                self._b.latency("truncate_sent_ms", barge_in_at, turn_id=turn_id, speaker_id=None)
             self._b.bus.publish(
                 ProviderTruncated(
                     at=self._b.clock.monotonic(),
@@ -131,16 +130,3 @@ class Cuts:
             played_ms, interrupted = position.played_ms, position.interrupted
         await self.truncate(response, played_ms, barge_in_at=None)
         return interrupted
-
-    def latency(self, metric: str, since: float, turn_id: str, speaker_id: str | None) -> None:
-        now = self._b.clock.monotonic()
-        self._b.bus.publish(
-            LatencyMeasured(
-                at=now,
-                session_id=self._b.session_id,
-                metric=metric,
-                value_ms=(now - since) * 1000.0,
-                speaker_id=speaker_id,
-                turn_id=turn_id,
-            )
-        )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from openab_voice.audio.frame import ProcessedFrame
-from openab_voice.bus.events import ErrorRaised, LatencyMeasured
+from openab_voice.bus.events import ErrorRaised
 from openab_voice.engine.context import UserUtterance
 from openab_voice.engine.duplex import EngineBinding, EngineCapabilities
 from openab_voice.engine.events import BotUtteranceFinished
@@ -203,7 +203,9 @@ class ProviderEngine(abc.ABC, Generic[R]):
         response.cut()
         barge_in = effect.barge_in
         if barge_in is not None:
-            self._latency("barge_in_ms", barge_in.audio_time, handle.turn_id, barge_in.speaker_id)
+            self._b.latency(
+                "barge_in_ms", barge_in.audio_time, turn_id=handle.turn_id, speaker_id=barge_in.speaker_id
+            )
         await self._cut(response, played_ms, barge_in_at=decided_at if barge_in is not None else None)
         if active.task is not None and not await handle.wait_closed(
             self._b.clock, self._b.settings.cancel_timeout_s
@@ -314,19 +316,6 @@ class ProviderEngine(abc.ABC, Generic[R]):
     async def _capture_loop(self, frames: AsyncIterator[ProcessedFrame]) -> None:
         async for processed in frames:
             self._audio.push(processed.frame)
-
-    def _latency(self, metric: str, since: float, turn_id: str, speaker_id: str | None) -> None:
-        now = self._now()
-        self._b.bus.publish(
-            LatencyMeasured(
-                at=now,
-                session_id=self._b.session_id,
-                metric=metric,
-                value_ms=(now - since) * 1000.0,
-                speaker_id=speaker_id,
-                turn_id=turn_id,
-            )
-        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         return self._tasks.spawn(coro, name=name)
