@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from openab_voice.store.jobs import JobStore
     from openab_voice.store.records import NewAction
 
-pytest_plugins = ["tests.ast_race"]
+pytest_plugins = ["tests.ast_race", "tests.exit_watchdog"]
 
 POSTGRES_URL_ENV = "TEST_POSTGRES_URL"
 CLUSTER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pg-test-cluster.sh"

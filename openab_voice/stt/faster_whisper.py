@@ -16,6 +16,7 @@ Measurements and history: docs/adr/0012-answer-while-the-end-is-confirmed.md
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import threading
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16_000
 MAX_AUDIO_S = 30.0  # Whisper's window: the encoder has 1500 positions of 20 ms
 _MAX_LENGTH = 448  # the decoder's context (prompt + generated tokens)
+_TIMESTAMP_TOKENS = 1501  # <|0.00|> to <|30.00|>: the vocabulary's last tokens
 
 
 class FasterWhisperStt:
@@ -93,6 +95,7 @@ class FasterWhisperStt:
             "repetition": 0,
             "budget": 0,
             "staged": 0,
+            "stalled": 0,  # decodes ended because a stage added no text (see _generate)
         }
         languages = tuple(self._model.supported_languages) if config.language is None else (config.language,)
         self._caps = SttCapabilities(
@@ -232,7 +235,9 @@ class FasterWhisperStt:
         )
         # A padded decode sees the whole 30 s window and ends by itself: one stage.
         stage = budget if padded else self._first_stage(audio_s, budget)
-        ((result, tokens, looped),) = self._generate(encoded, [context], [budget], [stage], eot=tokenizer.eot)
+        ((result, tokens, looped),) = self._generate(
+            encoded, [context], [budget], [stage], tokenizer=tokenizer
+        )
         return self._hypothesis(result, tokens, looped, tokenizer=tokenizer, budget=budget)
 
     def _decode_many(self, waves: list[npt.NDArray[np.float32]]) -> list[tuple[Hypothesis, GuardResult]]:
@@ -263,7 +268,7 @@ class FasterWhisperStt:
         ]
         # One stage: a batch steps until its longest item is done, so stopping one item's loop early
         # saves nothing while another goes on, and each extra stage is another pass over the batch.
-        generated = self._generate(encoded, contexts, budgets, budgets, eot=tokenizers[0].eot)
+        generated = self._generate(encoded, contexts, budgets, budgets, tokenizer=tokenizers[0])
         return [
             self._hypothesis(result, tokens, looped, tokenizer=tokenizer, budget=budget)
             for (result, tokens, looped), tokenizer, budget in zip(
@@ -278,7 +283,13 @@ class FasterWhisperStt:
         )
 
     def _generate(
-        self, encoded: Any, contexts: list[list[int]], budgets: list[int], stages: list[int], *, eot: int
+        self,
+        encoded: Any,
+        contexts: list[list[int]],
+        budgets: list[int],
+        stages: list[int],
+        *,
+        tokenizer: Tokenizer,
     ) -> list[tuple[Any, list[int], int | None]]:
         """Greedy decodes of a batch, in stages; per item its last result, text tokens and loop cut.
 
@@ -290,10 +301,14 @@ class FasterWhisperStt:
         with twice the room, up to its budget. Greedy decoding is deterministic, so every stage
         starts with the tokens and scores of the one before: the result is the unstaged decode's,
         cut where :func:`guard_tokens` would cut it. A batch is given its budgets as its stages
-        (one pass), so only a single decode ever goes on to a second stage.
+        (one pass), so only a single decode ever goes on to a second stage. Every stage must add
+        text, so a decode always ends (:meth:`_after_stage`).
         """
         assert len(contexts) == 1 or stages == budgets, "only a single decode is staged"
         cfg = self.config
+        eot = tokenizer.eot
+        # The default non-speech symbols (-1) and every control token after end-of-text.
+        not_text = [-1, *range(eot + 1, tokenizer.timestamp_begin + _TIMESTAMP_TOKENS)]
         out: list[tuple[Any, list[int], int | None] | None] = [None] * len(contexts)
         prefixes: list[list[int]] = [[] for _ in contexts]
         limits = list(stages)
@@ -312,18 +327,12 @@ class FasterWhisperStt:
                 return_no_speech_prob=True,
                 return_logits_vocab=True,
                 suppress_blank=True,
-                suppress_tokens=[-1],
+                suppress_tokens=not_text,
             )
             going: list[int] = []
             for i, result in zip(todo, results, strict=True):
-                tokens = [t for t in result.sequences_ids[0] if t < eot]
-                ended = len(result.logits[0]) > len(result.sequences_ids[0])  # it ran an end step
-                if ended or len(tokens) >= budgets[i]:
-                    out[i] = (result, tokens, None)
-                    continue
-                looped = loop_cut(tokens)
-                if looped is not None:
-                    self._count("staged")
+                tokens, looped, done = self._after_stage(result, prefixes[i], budgets[i], eot)
+                if done:
                     out[i] = (result, tokens, looped)
                     continue
                 prefixes[i] = tokens
@@ -331,6 +340,32 @@ class FasterWhisperStt:
                 going.append(i)
             todo = going
         return [item for item in out if item is not None]
+
+    def _after_stage(
+        self, result: Any, prefix: list[int], budget: int, eot: int
+    ) -> tuple[list[int], int | None, bool]:
+        """One item after a stage: its text tokens, where a loop in them starts, and whether it is done.
+
+        The control tokens after end-of-text (start, language, task, no-speech, timestamps) are
+        suppressed, as the reference decoders do. Left free, the multilingual base answered 0.3 s of
+        Chinese with eight ``<|zh|>`` and no text; a stage that gives back what it was given asks the
+        same question again, for ever (one such decode held a test run's decode thread until CI gave
+        up). So a control token that still comes ends the text where it stands, and a stage that
+        adds no text ends the decode.
+        """
+        sequence = result.sequences_ids[0]
+        tokens = list(itertools.takewhile(lambda t: t < eot, sequence))
+        # It ran an end step, or said a control token: the text is over.
+        if len(result.logits[0]) > len(sequence) or len(tokens) < len(sequence) or len(tokens) >= budget:
+            return tokens, None, True
+        if len(tokens) <= len(prefix):  # nothing new: the next stage would be this one
+            self._count("stalled")
+            return tokens, None, True
+        looped = loop_cut(tokens)
+        if looped is not None:
+            self._count("staged")
+            return tokens, looped, True
+        return tokens, None, False
 
     def _hypothesis(
         self, result: Any, tokens: list[int], looped: int | None, *, tokenizer: Tokenizer, budget: int

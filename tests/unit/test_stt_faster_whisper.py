@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -284,3 +286,89 @@ def test_closed_provider_refuses_to_decode() -> None:
     provider.close()
     with pytest.raises(ProviderUnavailable):
         provider.transcribe(scenes.load_clip("bob")[:16000], final=False)
+
+
+# --- every decode ends ------------------------------------------------------------------------
+
+
+class _CountedModel:
+    """The provider's CTranslate2 model, its ``generate`` calls counted and, past ``limit``, refused
+    (a decode that never ends fails the test instead of holding its thread for ever)."""
+
+    def __init__(self, model: Any, limit: int = 10) -> None:
+        self._model, self.limit, self.calls = model, limit, 0
+        self.said: list[list[int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.limit:
+            raise AssertionError(f"{self.calls} generate calls for one decode: it does not end")
+        results = self._model.generate(*args, **kwargs)
+        self.said += [list(r.sequences_ids[0]) for r in results]
+        return results
+
+
+def test_a_chinese_onset_that_once_said_only_language_tokens_ends() -> None:
+    # 0.3 s into "嘿，贾维斯…": with the control tokens free, the multilingual base said eight <|zh|>
+    # and no text, each stage gave that back, and the decode went on for ever (a CI run hung on it).
+    try:
+        stt = create(SttConfig(model="base", language="zh"))
+    except ProviderUnavailable as exc:
+        pytest.skip(f"the multilingual model is not installed: {exc}")
+    try:
+        counted = _CountedModel(stt._ct2)
+        stt._ct2 = counted
+        onset = scenes.load_clip("zh/wake_hey_task")[:4800]
+        stt.transcribe(onset, final=False)
+        stt.transcribe_batch([(onset, False, False)])
+        eot = stt._tokenizer("zh").eot
+        assert counted.said and all(t <= eot for said in counted.said for t in said)  # text, or its end
+        assert counted.calls <= 3
+    finally:
+        stt.close()
+
+
+@dataclass
+class _Result:
+    """What CTranslate2's Whisper generate returns for one item, as far as the provider reads it."""
+
+    sequences_ids: list[list[int]]
+    logits: list[list[np.ndarray]]
+    scores: list[float] = field(default_factory=lambda: [-0.1])
+    no_speech_prob: float = 0.01
+
+
+class _ScriptedModel(_CountedModel):
+    """Answers each generate call with the next scripted sequence (no end step: one flat logit row per
+    token)."""
+
+    def __init__(self, model: Any, answers: list[list[int]], vocabulary: int) -> None:
+        super().__init__(model)
+        self._answers, self._flat = answers, np.zeros(vocabulary, dtype=np.float32)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.limit:
+            raise AssertionError(f"{self.calls} generate calls for one decode: it does not end")
+        answer = self._answers[min(self.calls, len(self._answers)) - 1]
+        return [_Result(sequences_ids=[answer], logits=[[self._flat] * len(answer)])]
+
+
+def test_a_stage_that_adds_nothing_or_says_a_control_token_ends_the_decode(stt: FasterWhisperStt) -> None:
+    tokenizer = stt._tokenizer(None)
+    text = tokenizer.encode(" Hello there, my friend")  # 5 distinct tokens: no loop, under the budget
+    two_seconds = scenes.load_clip("alice")[:32_000]
+    real, vocabulary = stt._ct2, tokenizer.timestamp_begin + 1501  # <|0.00|> … <|30.00|> come last
+    try:
+        before = stt.stats["stalled"]
+        stt._ct2 = stalled = _ScriptedModel(real, [text, text], vocabulary)  # the second stage gives it back
+        assert stt.transcribe(two_seconds, final=False).text == "Hello there, my friend"
+        assert stalled.calls == 2 and stt.stats["stalled"] == before + 1
+        stt._ct2 = control = _ScriptedModel(real, [[*text[:2], tokenizer.sot, *text[2:]]], vocabulary)
+        assert stt.transcribe(two_seconds, final=False).text == tokenizer.decode(text[:2]).strip()
+        assert control.calls == 1  # the text ended at the control token
+    finally:
+        stt._ct2 = real
