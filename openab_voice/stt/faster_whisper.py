@@ -83,6 +83,10 @@ class FasterWhisperStt:
         if not multilingual and config.language not in (None, "en"):
             raise unavailable(f"{path.name} is English-only; language {config.language!r} unsupported")
         self._tokenizers: dict[str | None, Tokenizer] = {}
+        # What the decoder may not say: the default non-speech symbols (-1) and every control token
+        # after end-of-text (the same for every language of the model; see _after_stage).
+        tokenizer = self._tokenizer(config.language)
+        self._not_text = [-1, *range(tokenizer.eot + 1, tokenizer.timestamp_begin + _TIMESTAMP_TOKENS)]
         self._lock = threading.Lock()  # stats
         self._decoding = threading.Lock()
         self._life = Lifecycle("speech-to-text provider", started=True)
@@ -95,7 +99,7 @@ class FasterWhisperStt:
             "repetition": 0,
             "budget": 0,
             "staged": 0,
-            "stalled": 0,  # decodes ended because a stage added no text (see _generate)
+            "stalled": 0,  # decodes ended because a stage added no text (see _after_stage)
         }
         languages = tuple(self._model.supported_languages) if config.language is None else (config.language,)
         self._caps = SttCapabilities(
@@ -235,9 +239,7 @@ class FasterWhisperStt:
         )
         # A padded decode sees the whole 30 s window and ends by itself: one stage.
         stage = budget if padded else self._first_stage(audio_s, budget)
-        ((result, tokens, looped),) = self._generate(
-            encoded, [context], [budget], [stage], tokenizer=tokenizer
-        )
+        ((result, tokens, looped),) = self._generate(encoded, [context], [budget], [stage], eot=tokenizer.eot)
         return self._hypothesis(result, tokens, looped, tokenizer=tokenizer, budget=budget)
 
     def _decode_many(self, waves: list[npt.NDArray[np.float32]]) -> list[tuple[Hypothesis, GuardResult]]:
@@ -268,7 +270,7 @@ class FasterWhisperStt:
         ]
         # One stage: a batch steps until its longest item is done, so stopping one item's loop early
         # saves nothing while another goes on, and each extra stage is another pass over the batch.
-        generated = self._generate(encoded, contexts, budgets, budgets, tokenizer=tokenizers[0])
+        generated = self._generate(encoded, contexts, budgets, budgets, eot=tokenizers[0].eot)
         return [
             self._hypothesis(result, tokens, looped, tokenizer=tokenizer, budget=budget)
             for (result, tokens, looped), tokenizer, budget in zip(
@@ -283,13 +285,7 @@ class FasterWhisperStt:
         )
 
     def _generate(
-        self,
-        encoded: Any,
-        contexts: list[list[int]],
-        budgets: list[int],
-        stages: list[int],
-        *,
-        tokenizer: Tokenizer,
+        self, encoded: Any, contexts: list[list[int]], budgets: list[int], stages: list[int], *, eot: int
     ) -> list[tuple[Any, list[int], int | None]]:
         """Greedy decodes of a batch, in stages; per item its last result, text tokens and loop cut.
 
@@ -306,9 +302,6 @@ class FasterWhisperStt:
         """
         assert len(contexts) == 1 or stages == budgets, "only a single decode is staged"
         cfg = self.config
-        eot = tokenizer.eot
-        # The default non-speech symbols (-1) and every control token after end-of-text.
-        not_text = [-1, *range(eot + 1, tokenizer.timestamp_begin + _TIMESTAMP_TOKENS)]
         out: list[tuple[Any, list[int], int | None] | None] = [None] * len(contexts)
         prefixes: list[list[int]] = [[] for _ in contexts]
         limits = list(stages)
@@ -327,7 +320,7 @@ class FasterWhisperStt:
                 return_no_speech_prob=True,
                 return_logits_vocab=True,
                 suppress_blank=True,
-                suppress_tokens=not_text,
+                suppress_tokens=self._not_text,
             )
             going: list[int] = []
             for i, result in zip(todo, results, strict=True):

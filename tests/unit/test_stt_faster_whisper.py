@@ -306,9 +306,12 @@ class _CountedModel:
         self.calls += 1
         if self.calls > self.limit:
             raise AssertionError(f"{self.calls} generate calls for one decode: it does not end")
-        results = self._model.generate(*args, **kwargs)
+        results = self._answer(*args, **kwargs)
         self.said += [list(r.sequences_ids[0]) for r in results]
         return results
+
+    def _answer(self, *args: Any, **kwargs: Any) -> Any:
+        return self._model.generate(*args, **kwargs)
 
 
 def test_a_chinese_onset_that_once_said_only_language_tokens_ends() -> None:
@@ -349,10 +352,7 @@ class _ScriptedModel(_CountedModel):
         super().__init__(model)
         self._answers, self._flat = answers, np.zeros(vocabulary, dtype=np.float32)
 
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls > self.limit:
-            raise AssertionError(f"{self.calls} generate calls for one decode: it does not end")
+    def _answer(self, *args: Any, **kwargs: Any) -> Any:
         answer = self._answers[min(self.calls, len(self._answers)) - 1]
         return [_Result(sequences_ids=[answer], logits=[[self._flat] * len(answer)])]
 
